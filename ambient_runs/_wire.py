@@ -1,0 +1,605 @@
+"""
+The wire form: the one place that knows how AG-UI objects look as JSON.
+
+One cattrs converter does all of it, through hook factories rather than
+per-class code:
+
+- keys are camelCase (``from_`` is ``from``);
+- an optional field without a value is omitted, never sent as ``null``; required
+  payloads that may be null (``CUSTOM.value``, ``STATE_SNAPSHOT.snapshot``,
+  ``RAW.event``, patch values) keep their null, and free-form JSON (metadata,
+  state, results) passes through untouched, nulls inside included;
+- discriminators (``type``, ``role``, ``op``) are written from the class and
+  read to pick it;
+- JSON text matches the official Python ``EventEncoder`` byte for byte: compact,
+  UTF-8, non-ASCII unescaped, and floats spelled the way pydantic spells them.
+
+Reading is strict about types (no ``"1"`` for ``1``, no ``null`` for a required
+string) and tolerant of unknown keys, and gathers every problem into one
+`InvalidInputError` that names each bad field by its JSON path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_structure_fn, override
+
+from ambient_runs import events as ev
+from ambient_runs.errors import InvalidEventError, InvalidInputError
+
+__all__ = (
+    "encode_json",
+    "from_wire",
+    "parse_input",
+    "parse_input_json",
+    "to_wire",
+    "wire_name",
+)
+
+T = TypeVar("T")
+
+_CONVERTER = cattrs.Converter(detailed_validation=True)
+
+
+def wire_name(name: str) -> str:
+    """
+    Return the wire spelling of field *name*: camelCase, and ``from`` for ``from_``.
+
+    .. versionadded:: 0.1.0
+    """
+    if name == "from_":
+        return "from"
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _identity(value: T) -> T:
+    return value
+
+
+# --------------------------------------------------------------------------- classes
+
+_ALL_CLASSES: tuple[type[Any], ...] = (
+    *ev.EVENT_CLASSES.values(),
+    *ev.MESSAGE_CLASSES.values(),
+    *ev.PART_CLASSES.values(),
+    *ev.SOURCE_CLASSES.values(),
+    *ev.OPERATION_CLASSES.values(),
+    ev.FunctionCall,
+    ev.ToolCall,
+    ev.Tool,
+    ev.Context,
+    ev.ResumeEntry,
+    ev.RunAgentInput,
+    ev.Interrupt,
+    ev.RunFinishedSuccessOutcome,
+    ev.RunFinishedInterruptOutcome,
+    ev.RunFinishedCancelledOutcome,
+    ev.SubagentFinishedSuccessOutcome,
+    ev.SubagentFinishedSuspendedOutcome,
+    ev.TokenUsage,
+)
+for _cls in _ALL_CLASSES:
+    attrs.resolve_types(_cls, globalns=vars(ev))
+
+# --------------------------------------------------------------------------- unstructure
+
+
+def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
+    """
+    Generate ``cls``'s unstructure function.
+
+    cattrs' own ``make_dict_unstructure_fn`` writes required keys before optional
+    ones; the official encoder keeps declaration order, and byte-identical JSON
+    needs the same order. So the code is generated here: one straight-line
+    function per class, discriminators as literals, ``None`` optionals skipped,
+    and plain values (strings, numbers, free-form JSON) copied without a call.
+    """
+    lines = [f"def unstructure_{cls.__name__}(o):", "    res = {}"]
+    namespace: dict[str, Any] = {}
+    for a in attrs.fields(cls):
+        key = wire_name(a.name)
+        if not a.init:  # a discriminator: the same for every instance
+            tag = a.default.value if isinstance(a.default, ev.EventType) else a.default
+            lines.append(f"    res[{key!r}] = {tag!r}")
+            continue
+        value_type = _strip_none(a.type)
+        if _is_plain(value_type):
+            value = "v"
+        else:
+            namespace[f"h_{a.name}"] = _CONVERTER.get_unstructure_hook(value_type)
+            value = f"h_{a.name}(v)"
+        lines.append(f"    v = o.{a.name}")
+        if a.default is None:
+            lines.append(f"    if v is not None: res[{key!r}] = {value}")
+        else:
+            lines.append(f"    res[{key!r}] = {value}")
+    lines.append("    return res")
+    exec("\n".join(lines), namespace)
+    return cast(Callable[[Any], dict[str, Any]], namespace[f"unstructure_{cls.__name__}"])
+
+
+def _strip_none(tp: Any) -> Any:
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        args = tuple(a for a in get_args(tp) if a is not type(None))
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _is_plain(tp: Any) -> bool:
+    """Whether values of type *tp* are already their own wire form."""
+    return tp in (str, int, bool) or _is_json(tp) or get_origin(tp) is Literal
+
+
+def _is_json_object(tp: Any) -> bool:
+    origin: Any = get_origin(tp)
+    return origin is dict and get_args(tp) == (str, Any)
+
+
+def _is_json(tp: Any) -> bool:
+    return tp is Any or _is_json_object(tp)
+
+
+def _is_tuple(tp: Any) -> bool:
+    return get_origin(tp) is tuple
+
+
+def _unstructure_tuple_factory(tp: Any) -> Callable[[Any], list[Any]]:
+    (item_type, _) = get_args(tp)
+    hook = _CONVERTER.get_unstructure_hook(item_type)
+    return lambda value: [hook(item) for item in value]
+
+
+_CONVERTER.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
+_CONVERTER.register_unstructure_hook_func(_is_json, _identity)
+_CONVERTER.register_unstructure_hook_factory(_is_tuple, _unstructure_tuple_factory)
+_CONVERTER.register_unstructure_hook(ev.EventType, lambda kind: kind.value)
+_CONVERTER.register_unstructure_hook(str, _identity)
+
+
+def _unstructure_content(value: Any) -> Any:
+    return value if isinstance(value, str) else [_CONVERTER.unstructure(p) for p in value]
+
+
+def _unstructure_by_class(value: Any) -> Any:
+    return _CONVERTER.unstructure(value, type(value))
+
+
+def to_wire(obj: Any) -> Any:
+    """
+    Return the wire form of an AG-UI object: a dict with camelCase keys.
+
+    Optional fields without a value are left out; required payloads keep their
+    ``null``. Free-form JSON (metadata, state, results) is passed through as is,
+    not copied.
+
+    .. versionadded:: 0.1.0
+    """
+    try:
+        return _HOOKS[type(obj)](obj)
+    except KeyError:
+        hook = _HOOKS[type(obj)] = _CONVERTER.get_unstructure_hook(type(obj))
+        return hook(obj)
+
+
+#: Unstructure hooks by exact class: one dict lookup instead of cattrs' dispatch.
+_HOOKS: dict[type[Any], Callable[[Any], Any]] = {}
+
+
+# --------------------------------------------------------------------------- JSON text
+
+
+def _not_json(value: object) -> NoReturn:
+    msg = f"Object of type {type(value).__name__} is not JSON serializable"
+    raise TypeError(msg)
+
+
+def _make_dumps() -> Callable[[Any], str]:
+    """
+    Return the fastest compact, non-ASCII-preserving, NaN-rejecting JSON writer.
+
+    ``json.JSONEncoder.encode`` builds a new C encoder on every call; building it
+    once halves the cost of a small event. Where the C accelerator is missing
+    (not CPython), the plain encoder does the same job.
+    """
+    import json.encoder as stdlib_encoder
+
+    make = getattr(stdlib_encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover  (CPython always has it)
+        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+    iterencode = make(
+        None, _not_json, stdlib_encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+    return lambda value: "".join(iterencode(value, 0))
+
+
+_dumps = _make_dumps()
+
+# A JSON string token, or a float in exponent form with a one-digit negative
+# exponent (Python writes 1e-07, pydantic 1e-7; Python 1e-05, pydantic 0.00001).
+_SMALL_FLOAT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?)(\d)(?:\.(\d+))?e-0(\d)')
+
+
+def _pydantic_float(match: re.Match[str]) -> str:
+    sign, lead, fraction, exponent = match.groups()
+    if lead is None:  # a string token: leave it alone
+        return match.group(0)
+    digits = lead + (fraction or "")
+    if exponent == "5":
+        return f"{sign}0.0000{digits}"
+    mantissa = lead + (f".{fraction}" if fraction else "")
+    return f"{sign}{mantissa}e-{exponent}"
+
+
+def encode_json(obj: Any) -> bytes:
+    """
+    Return *obj*'s wire form as compact UTF-8 JSON, exactly as the official encoder writes it.
+
+    Raises:
+        InvalidEventError: The object holds something JSON cannot carry: ``NaN`` or
+            an infinity, a value that is not JSON (a set, a datetime, …), nesting
+            deeper than the recursion limit, or a lone surrogate in a string.
+
+    .. versionadded:: 0.1.0
+    """
+    try:
+        text = _dumps(to_wire(obj))
+        if "e-0" in text:
+            text = _SMALL_FLOAT.sub(_pydantic_float, text)
+        return text.encode()
+    except UnicodeEncodeError:
+        _bad_json(obj, "a string holds a lone surrogate, which UTF-8 cannot encode")
+    except (TypeError, ValueError, RecursionError) as exc:
+        _bad_json(obj, str(exc))
+
+
+def _bad_json(obj: Any, why: str) -> NoReturn:
+    msg = f"{type(obj).__name__} has no JSON form: {why}. Pass only JSON values (dict, list, str, int, finite float, bool, None)."  # noqa: E501
+    raise InvalidEventError(msg) from None
+
+
+# --------------------------------------------------------------------------- structure
+
+
+class _Problem(ValueError):
+    """A structuring failure whose message is already what the user should read."""
+
+
+def _expect(what: str, value: object) -> NoReturn:
+    shown = "null" if value is None else type(value).__name__
+    msg = f"expected {what}, got {shown}"
+    raise _Problem(msg)
+
+
+def _structure_str(value: object, _: object) -> str:
+    if not isinstance(value, str):
+        _expect("a string", value)
+    return value
+
+
+def _structure_int(value: object, _: object) -> int:
+    if type(value) is not int:
+        _expect("an integer", value)
+    return value
+
+
+def _structure_bool(value: object, _: object) -> bool:
+    if not isinstance(value, bool):
+        _expect("a boolean", value)
+    return value
+
+
+def _structure_object(value: object, _: object) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _expect("an object", value)
+    return value
+
+
+def _structure_tuple_factory(tp: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
+    (item_type, _) = get_args(tp)
+
+    def structure(value: Any, _: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            _expect("an array", value)
+        hook = _CONVERTER.get_structure_hook(item_type)
+        items: list[Any] = []
+        errors: list[Exception] = []
+        for index, item in enumerate(value):
+            try:
+                items.append(hook(item, item_type))
+            except Exception as exc:
+                exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
+                errors.append(exc)
+        if errors:
+            msg = "invalid items"
+            raise IterableValidationError(msg, errors, tp)
+        return tuple(items)
+
+    return structure
+
+
+def _tagged(tag: str, classes: Mapping[str, type[Any]], what: str) -> Any:
+    names = ", ".join(repr(k) for k in classes)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            _expect(f"{what} (an object)", value)
+        kind = value.get(tag)
+        cls = classes.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            msg = f"unknown {what} {tag} {kind!r}; expected one of {names}"
+            raise _Problem(msg)
+        return _CONVERTER.structure(value, cls)
+
+    return structure
+
+
+def _optional(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda value, tp: None if value is None else hook(value, tp)
+
+
+def _structure_content(value: Any, _: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        _expect("a string or an array of content parts", value)
+    return _CONVERTER.structure(value, tuple[ev.ContentPart, ...])
+
+
+#: Optional fields where ``null`` is read as "absent". The official client converts
+#: exactly these legacy nulls (with a warning) and rejects a null anywhere else, so
+#: `from_wire` does the same; a request body's own top-level fields are read as
+#: leniently as the official Python server reads them.
+_NULL_MEANS_ABSENT: frozenset[tuple[type[Any], str]] = frozenset(
+    {
+        (ev.ToolCallStartEvent, "parent_message_id"),
+        (ev.ToolCallChunkEvent, "parent_message_id"),
+        (ev.RunFinishedEvent, "outcome"),
+        (ev.RunAgentInput, "protocol_version"),
+        (ev.RunAgentInput, "parent_run_id"),
+        (ev.RunAgentInput, "tools"),
+        (ev.RunAgentInput, "context"),
+        (ev.RunAgentInput, "resume"),
+    }
+)
+
+
+def _strict_optional(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, tp: Any) -> Any:
+        if value is None:
+            msg = "null is not allowed here; omit the key instead (AG-UI optional fields are never null)"  # noqa: E501
+            raise _Problem(msg)
+        return hook(value, tp)
+
+    return structure
+
+
+def _structure_factory(cls: type[Any]) -> Any:
+    overrides: dict[str, Any] = {}
+    for a in attrs.fields(cls):
+        if not a.init:
+            continue
+        kwargs: dict[str, Any] = {"rename": wire_name(a.name)}
+        value_type = _strip_none(a.type)
+        if a.default is None and value_type is not Any:
+            # JSON-typed optionals (rawEvent, result, state, …) read null as absent.
+            wrap = _optional if (cls, a.name) in _NULL_MEANS_ABSENT else _strict_optional
+            kwargs["struct_hook"] = wrap(_CONVERTER.get_structure_hook(value_type))
+        overrides[a.name] = override(**kwargs)
+    inner = make_dict_structure_fn(cls, _CONVERTER, _cattrs_forbid_extra_keys=False, **overrides)
+
+    def structure(value: Any, tp: Any) -> Any:
+        if not isinstance(value, dict):
+            _expect("an object", value)
+        return inner(value, tp)
+
+    return structure
+
+
+_TAGGED_UNIONS: dict[Any, Any] = {
+    ev.Message: _tagged("role", ev.MESSAGE_CLASSES, "message"),
+    ev.ContentPart: _tagged("type", ev.PART_CLASSES, "content part"),
+    ev.PartSource: _tagged("type", ev.SOURCE_CLASSES, "source"),
+    ev.JsonPatchOperation: _tagged("op", ev.OPERATION_CLASSES, "patch operation"),
+    ev.RunFinishedOutcome: _tagged(
+        "type",
+        {
+            "success": ev.RunFinishedSuccessOutcome,
+            "interrupt": ev.RunFinishedInterruptOutcome,
+            "cancelled": ev.RunFinishedCancelledOutcome,
+        },
+        "run outcome",
+    ),
+    ev.SubagentFinishedOutcome: _tagged(
+        "type",
+        {
+            "success": ev.SubagentFinishedSuccessOutcome,
+            "suspended": ev.SubagentFinishedSuspendedOutcome,
+        },
+        "subagent outcome",
+    ),
+    str | tuple[ev.ContentPart, ...]: _structure_content,
+}
+
+_CONVERTER.register_structure_hook(str, _structure_str)
+_CONVERTER.register_structure_hook(int, _structure_int)
+_CONVERTER.register_structure_hook(bool, _structure_bool)
+_CONVERTER.register_structure_hook_func(lambda tp: tp is Any, lambda value, _: value)
+_CONVERTER.register_structure_hook_func(_is_json_object, _structure_object)
+_CONVERTER.register_structure_hook_factory(_is_tuple, _structure_tuple_factory)
+_CONVERTER.register_structure_hook_factory(attrs.has, _structure_factory)
+for _union, _hook in _TAGGED_UNIONS.items():
+    _CONVERTER.register_unstructure_hook(
+        _union,
+        _unstructure_content if _hook is _structure_content else _unstructure_by_class,
+    )
+    _CONVERTER.register_structure_hook(_union, _hook)
+    _CONVERTER.register_structure_hook(_union | None, _optional(_hook))
+
+
+def _is_optional(tp: Any) -> bool:
+    if get_origin(tp) not in (typing.Union, types.UnionType):
+        return False
+    args = get_args(tp)
+    return type(None) in args and len(args) == 2
+
+
+def _optional_factory(tp: Any) -> Any:
+    (inner,) = (a for a in get_args(tp) if a is not type(None))
+    return _optional(_CONVERTER.get_structure_hook(inner))
+
+
+_CONVERTER.register_structure_hook_factory(_is_optional, _optional_factory)
+
+
+def _literal_factory(tp: Any) -> Any:
+    allowed = get_args(tp)
+    names = " or ".join(repr(a) for a in allowed)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, str):
+            _expect(names, value)
+        if value not in allowed:
+            msg = f"expected {names}, got {value!r}"
+            raise _Problem(msg)
+        return value
+
+    return structure
+
+
+def _is_literal(tp: Any) -> bool:
+    origin: Any = get_origin(tp)
+    return origin is Literal
+
+
+_CONVERTER.register_structure_hook_factory(_is_literal, _literal_factory)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _problems(exc: BaseException, path: str) -> list[str]:
+    """Flatten a cattrs exception tree into ``"<json path>: <problem>"`` lines."""
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        found: list[str] = []
+        for sub in exc.exceptions:
+            found.extend(_problems(sub, _step(sub, path)))
+        return found
+    if isinstance(exc, KeyError):
+        return [f"{path}: required, missing"]
+    if isinstance(exc, InvalidEventError):
+        # A constructor's validator: "Class.field must be …, got …".
+        where, _, detail = str(exc).partition(" must be ")
+        _, _, field = where.partition(".")
+        if detail and field:
+            return [f"{path}.{wire_name(field)}: must be {detail}"]
+    return [f"{path}: {exc}"]
+
+
+def _step(exc: BaseException, path: str) -> str:
+    for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, AttributeValidationNote):
+            return f"{path}.{wire_name(note.name)}"
+        if isinstance(note, IterableValidationNote):
+            return f"{path}[{note.index}]"
+    return path
+
+
+def _raise_input_error(what: str, exc: BaseException) -> NoReturn:
+    problems = _problems(exc, "$") or [f"$: {exc}"]
+    raise InvalidInputError(what, problems) from None
+
+
+def _structure(data: object, cls: type[T], what: str) -> T:
+    try:
+        return _CONVERTER.structure(data, cls)
+    except RecursionError:
+        msg = f"{what}: nested too deeply"
+        raise InvalidInputError(msg, ["$: nesting exceeds the recursion limit"]) from None
+    except Exception as exc:
+        _raise_input_error(what, exc)
+
+
+def parse_input(data: object) -> ev.RunAgentInput:
+    """
+    Build a `RunAgentInput` from its wire form.
+
+    Raises:
+        InvalidInputError: Lists every bad field by JSON path.
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(data, dict):
+        msg = "invalid RunAgentInput"
+        raise InvalidInputError(msg, [f"$: expected a JSON object, got {_json_kind(data)}"])
+    return _structure(data, ev.RunAgentInput, "invalid RunAgentInput")
+
+
+def parse_input_json(data: bytes | bytearray | str) -> ev.RunAgentInput:
+    """
+    Parse a request body into a `RunAgentInput`.
+
+    Raises:
+        InvalidInputError: The body is not UTF-8 JSON, or does not fit the schema.
+
+    .. versionadded:: 0.1.0
+    """
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        msg = "invalid JSON"
+        raise InvalidInputError(msg, ["$: nesting exceeds the recursion limit"]) from None
+    except (ValueError, TypeError) as exc:
+        msg = "invalid JSON"
+        raise InvalidInputError(msg, [f"$: {exc}"]) from None
+    return parse_input(value)
+
+
+def _json_kind(value: object) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    for kind, name in kinds.items():
+        if isinstance(value, kind):
+            return name
+    return "a number" if isinstance(value, int | float) else type(value).__name__
+
+
+def from_wire(data: object) -> Any:
+    """
+    Build an event from its wire form, picking the class by ``type``.
+
+    Unknown keys are ignored.
+
+    Raises:
+        InvalidInputError: The dict is not an event, names an unknown type, or has
+            bad fields (each listed by JSON path).
+
+    .. versionadded:: 0.1.0
+    """
+    if not isinstance(data, dict):
+        msg = "invalid event"
+        raise InvalidInputError(msg, [f"$: expected a JSON object, got {_json_kind(data)}"])
+    kind = data.get("type")
+    cls = ev.EVENT_CLASSES.get(kind) if isinstance(kind, str) else None  # type: ignore[call-overload]
+    if cls is None:
+        msg = "invalid event"
+        raise InvalidInputError(
+            msg, [f"$.type: expected one of the 31 AG-UI event types, got {kind!r}"]
+        )
+    return _structure(data, cls, f"invalid {kind} event")

@@ -1,0 +1,93 @@
+"""
+The errors ambient_runs raises.
+
+Every error subclasses `AmbientRunsError` *and* the builtin it specialises, so a
+plain ``except ValueError`` or ``except LookupError`` still catches it::
+
+    AmbientRunsError
+    ├── InvalidInputError (ValueError)      malformed RunAgentInput or wire event
+    ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
+    ├── ProtocolError (ValueError)          an event that breaks AG-UI 1.0 sequencing
+    ├── NoActiveRunError (LookupError)      an emitter called outside any run
+    └── HandleClosedError (RuntimeError)    a continuation on a handle already ended
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = (
+    "AmbientRunsError",
+    "HandleClosedError",
+    "InvalidEventError",
+    "InvalidInputError",
+    "NoActiveRunError",
+    "ProtocolError",
+)
+
+
+class AmbientRunsError(Exception):
+    """
+    Base class of every error ambient_runs raises on purpose.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class InvalidInputError(AmbientRunsError, ValueError):
+    """
+    Input (a ``RunAgentInput`` body or a wire event) does not fit the AG-UI 1.0 schema.
+
+    *problems* lists every bad field as ``"<json path>: <what was expected>"``,
+    all at once, so a client can fix its request in one go.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, what: str, problems: Sequence[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        listing = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{what}:\n{listing}" if listing else what)
+
+
+class InvalidEventError(AmbientRunsError, ValueError):
+    """
+    An event holds a value that AG-UI forbids or that has no JSON form.
+
+    Raised by the event constructors (a float timestamp, a ``tool`` text role, an
+    interrupt outcome with no interrupts, …) and by the encoder (``NaN``, a lone
+    surrogate, an object that is not JSON). The message names the field.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class ProtocolError(AmbientRunsError, ValueError):
+    """
+    An event would break the AG-UI 1.0 sequence rules; it was not sent.
+
+    *rule* is the short name of the rule, *violations* every violation found.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, message: str, *, rule: str = "", violations: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.violations: tuple[object, ...] = tuple(violations)
+
+
+class NoActiveRunError(AmbientRunsError, LookupError):
+    """
+    An emitter such as `ambient_runs.say` was called outside any run.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class HandleClosedError(AmbientRunsError, RuntimeError):
+    """
+    Content was sent through a message, reasoning or tool-call handle after it ended.
+
+    .. versionadded:: 0.1.0
+    """

@@ -1,0 +1,1295 @@
+"""
+The AG-UI 1.0 object model: every event, message, content part and input record.
+
+Each class is a frozen attrs class with snake_case fields, named as in the
+official SDK (``ag_ui.core``). Field order follows the official models so that
+the JSON bytes match the official encoder. The wire form (camelCase keys, no
+``null`` for an absent optional field) lives in `ambient_runs.to_wire` and
+`ambient_runs.from_wire`; nothing here knows about it.
+
+Construction rejects what the schema forbids (a float or out-of-range
+timestamp, a negative token count, a ``tool`` text role, an interrupt outcome
+with no interrupts, a malformed JSON Pointer, …) with `InvalidEventError`
+naming the class and the field. Free-form JSON payloads (``metadata``,
+``value``, ``snapshot``, ``result``, …) are checked when encoded.
+
+*Attributable* events carry ``subagent_run_id``: absent means the parent agent
+produced the event. On ``SUBAGENT_*`` events the same field *identifies* the
+invocation and is required.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+
+import attrs
+
+from ambient_runs.errors import InvalidEventError
+
+if TYPE_CHECKING:
+    from attrs import Attribute
+
+__all__ = (
+    "ActivityDeltaEvent",
+    "ActivityMessage",
+    "ActivitySnapshotEvent",
+    "AddOperation",
+    "AssistantMessage",
+    "AudioPart",
+    "BaseEvent",
+    "ContentPart",
+    "Context",
+    "CopyOperation",
+    "CustomEvent",
+    "DataSource",
+    "DeveloperMessage",
+    "DocumentPart",
+    "Event",
+    "EventType",
+    "FileSource",
+    "FunctionCall",
+    "ImagePart",
+    "Interrupt",
+    "JsonPatchOperation",
+    "Message",
+    "MessagesSnapshotEvent",
+    "MoveOperation",
+    "PartSource",
+    "RawEvent",
+    "ReasoningEncryptedValueEvent",
+    "ReasoningEndEvent",
+    "ReasoningMessage",
+    "ReasoningMessageChunkEvent",
+    "ReasoningMessageContentEvent",
+    "ReasoningMessageEndEvent",
+    "ReasoningMessageStartEvent",
+    "ReasoningStartEvent",
+    "RemoveOperation",
+    "ReplaceOperation",
+    "ResumeEntry",
+    "RunAgentInput",
+    "RunErrorEvent",
+    "RunFinishedCancelledOutcome",
+    "RunFinishedEvent",
+    "RunFinishedInterruptOutcome",
+    "RunFinishedOutcome",
+    "RunFinishedSuccessOutcome",
+    "RunStartedEvent",
+    "StateDeltaEvent",
+    "StateSnapshotEvent",
+    "StepFinishedEvent",
+    "StepStartedEvent",
+    "SubagentErrorEvent",
+    "SubagentFinishedEvent",
+    "SubagentFinishedOutcome",
+    "SubagentFinishedSuccessOutcome",
+    "SubagentFinishedSuspendedOutcome",
+    "SubagentStartedEvent",
+    "SystemMessage",
+    "TestOperation",
+    "TextMessageChunkEvent",
+    "TextMessageContentEvent",
+    "TextMessageEndEvent",
+    "TextMessageRole",
+    "TextMessageStartEvent",
+    "TextPart",
+    "TokenUsage",
+    "Tool",
+    "ToolCall",
+    "ToolCallArgsEvent",
+    "ToolCallChunkEvent",
+    "ToolCallEndEvent",
+    "ToolCallResultEvent",
+    "ToolCallStartEvent",
+    "ToolMessage",
+    "UrlSource",
+    "UserMessage",
+)
+
+#: Largest magnitude of a timestamp and of a token count (JavaScript's safe integers).
+MAX_SAFE_INTEGER = 2**53 - 1
+
+JSON: TypeAlias = Any
+"""Any JSON value: dict, list, str, int, float, bool or None. Checked when encoded."""
+
+Metadata: TypeAlias = dict[str, Any]
+"""Free-form metadata: a JSON object (never null, never an array)."""
+
+TextMessageRole: TypeAlias = Literal["developer", "system", "assistant", "user"]
+"""The roles a text message may stream under; ``tool`` is not one of them."""
+
+
+class EventType(enum.StrEnum):
+    """
+    The 31 AG-UI 1.0 event types, spelled as on the wire.
+
+    .. versionadded:: 0.1.0
+    """
+
+    TEXT_MESSAGE_START = "TEXT_MESSAGE_START"
+    TEXT_MESSAGE_CONTENT = "TEXT_MESSAGE_CONTENT"
+    TEXT_MESSAGE_END = "TEXT_MESSAGE_END"
+    TEXT_MESSAGE_CHUNK = "TEXT_MESSAGE_CHUNK"
+    TOOL_CALL_START = "TOOL_CALL_START"
+    TOOL_CALL_ARGS = "TOOL_CALL_ARGS"
+    TOOL_CALL_END = "TOOL_CALL_END"
+    TOOL_CALL_CHUNK = "TOOL_CALL_CHUNK"
+    TOOL_CALL_RESULT = "TOOL_CALL_RESULT"
+    STATE_SNAPSHOT = "STATE_SNAPSHOT"
+    STATE_DELTA = "STATE_DELTA"
+    MESSAGES_SNAPSHOT = "MESSAGES_SNAPSHOT"
+    ACTIVITY_SNAPSHOT = "ACTIVITY_SNAPSHOT"
+    ACTIVITY_DELTA = "ACTIVITY_DELTA"
+    RAW = "RAW"
+    CUSTOM = "CUSTOM"
+    RUN_STARTED = "RUN_STARTED"
+    RUN_FINISHED = "RUN_FINISHED"
+    RUN_ERROR = "RUN_ERROR"
+    STEP_STARTED = "STEP_STARTED"
+    STEP_FINISHED = "STEP_FINISHED"
+    REASONING_START = "REASONING_START"
+    REASONING_MESSAGE_START = "REASONING_MESSAGE_START"
+    REASONING_MESSAGE_CONTENT = "REASONING_MESSAGE_CONTENT"
+    REASONING_MESSAGE_END = "REASONING_MESSAGE_END"
+    REASONING_MESSAGE_CHUNK = "REASONING_MESSAGE_CHUNK"
+    REASONING_END = "REASONING_END"
+    REASONING_ENCRYPTED_VALUE = "REASONING_ENCRYPTED_VALUE"
+    SUBAGENT_STARTED = "SUBAGENT_STARTED"
+    SUBAGENT_FINISHED = "SUBAGENT_FINISHED"
+    SUBAGENT_ERROR = "SUBAGENT_ERROR"
+
+
+# --------------------------------------------------------------------------- validators
+# Plain functions rather than attrs.validators combinators: they run on every event
+# construction, so each is one type check and a branch.
+
+
+def _fail(inst: object, attribute: Attribute[Any], expected: str, value: object) -> None:
+    msg = f"{type(inst).__name__}.{attribute.name} must be {expected}, got {value!r}"
+    raise InvalidEventError(msg)
+
+
+def _str(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if type(value) is not str and not isinstance(value, str):
+        _fail(inst, attribute, "a string", value)
+
+
+def _opt_str(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        _fail(inst, attribute, "a string or absent (None)", value)
+
+
+def _opt_bool(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, bool):
+        _fail(inst, attribute, "a bool or absent (None)", value)
+
+
+def _opt_metadata(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, dict):
+        _fail(inst, attribute, "a dict (a JSON object) or absent (None)", value)
+
+
+def _dict(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if not isinstance(value, dict):
+        _fail(inst, attribute, "a dict (a JSON object)", value)
+
+
+def _timestamp(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and (
+        type(value) is not int or not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    ):
+        _fail(inst, attribute, f"an int within ±{MAX_SAFE_INTEGER} (e.g. ms since epoch)", value)
+
+
+def _count(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and (type(value) is not int or not 0 <= value <= MAX_SAFE_INTEGER):
+        _fail(inst, attribute, f"a non-negative int up to {MAX_SAFE_INTEGER}", value)
+
+
+def _one_of(*allowed: str) -> Any:
+    expected = " or ".join(repr(a) for a in allowed)
+
+    def check(inst: object, attribute: Attribute[Any], value: object) -> None:
+        if value not in allowed or not isinstance(value, str):
+            _fail(inst, attribute, expected, value)
+
+    return check
+
+
+def _opt_one_of(*allowed: str) -> Any:
+    check = _one_of(*allowed)
+
+    def opt_check(inst: object, attribute: Attribute[Any], value: object) -> None:
+        if value is not None:
+            check(inst, attribute, value)
+
+    return opt_check
+
+
+_POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")
+
+
+def _pointer(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or _POINTER.match(value) is None:
+        _fail(inst, attribute, 'a JSON Pointer ("" or "/a/b", with ~0 and ~1 escapes)', value)
+
+
+def _tuple_of(*kinds: type) -> Any:
+    names = " or ".join(k.__name__ for k in kinds)
+
+    def check(inst: object, attribute: Attribute[Any], value: object) -> None:
+        for item in value:  # type: ignore[attr-defined]
+            if not isinstance(item, kinds):
+                _fail(inst, attribute, f"a sequence of {names}", value)
+
+    return check
+
+
+def _opt_tuple_of(*kinds: type) -> Any:
+    check = _tuple_of(*kinds)
+
+    def opt_check(inst: object, attribute: Attribute[Any], value: object) -> None:
+        if value is not None:
+            check(inst, attribute, value)
+
+    return opt_check
+
+
+def _to_tuple(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Sequence):
+        return value  # left for the validator to reject with the field's name
+    return tuple(value)
+
+
+def _opt_to_tuple(value: Any) -> Any:
+    return None if value is None else _to_tuple(value)
+
+
+def _type_first(cls: type, fields: list[Attribute[Any]]) -> list[Attribute[Any]]:
+    """Put the ``type`` discriminator first, where the official models have it."""
+    for index, field in enumerate(fields):
+        if field.name == "type" and index:
+            return [field, *fields[:index], *fields[index + 1 :]]
+    return fields
+
+
+def _tag(value: str) -> Any:
+    """A discriminator field: fixed per class, not an ``__init__`` argument."""
+    return attrs.field(default=value, init=False, repr=False)
+
+
+_frozen = attrs.frozen(kw_only=True)
+# For classes whose base declares fields: the official models put ``type`` first.
+_frozen_tagged = attrs.frozen(kw_only=True, field_transformer=_type_first)
+
+
+def _opt_str_f() -> Any:
+    return attrs.field(default=None, validator=_opt_str)
+
+
+def _str_f() -> Any:
+    return attrs.field(validator=_str)
+
+
+def _metadata_f() -> Any:
+    return attrs.field(default=None, validator=_opt_metadata)
+
+
+# --------------------------------------------------------------------------- content parts
+
+
+@_frozen
+class DataSource:
+    """Inline base64 data; *mime_type* is required. .. versionadded:: 0.1.0"""
+
+    type: Literal["data"] = _tag("data")
+    value: str = _str_f()
+    mime_type: str = _str_f()
+
+
+@_frozen
+class UrlSource:
+    """A URL the consumer can fetch. .. versionadded:: 0.1.0"""
+
+    type: Literal["url"] = _tag("url")
+    value: str = _str_f()
+    mime_type: str | None = _opt_str_f()
+
+
+@_frozen
+class FileSource:
+    """An opaque provider file handle. .. versionadded:: 0.1.0"""
+
+    type: Literal["file"] = _tag("file")
+    value: str = _str_f()
+    provider: str | None = _opt_str_f()
+    mime_type: str | None = _opt_str_f()
+
+
+PartSource: TypeAlias = DataSource | UrlSource | FileSource
+_SOURCES = (DataSource, UrlSource, FileSource)
+
+
+def _source(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if not isinstance(value, _SOURCES):
+        _fail(inst, attribute, "a DataSource, UrlSource or FileSource", value)
+
+
+@_frozen
+class TextPart:
+    """A text content part. .. versionadded:: 0.1.0"""
+
+    type: Literal["text"] = _tag("text")
+    id: str | None = _opt_str_f()
+    text: str = _str_f()
+    metadata: JSON = None
+
+
+@_frozen
+class _MediaPart:
+    id: str | None = _opt_str_f()
+    source: PartSource = attrs.field(validator=_source)
+    metadata: JSON = None
+
+
+@_frozen_tagged
+class ImagePart(_MediaPart):
+    """An image content part. .. versionadded:: 0.1.0"""
+
+    type: Literal["image"] = _tag("image")
+
+
+@_frozen_tagged
+class AudioPart(_MediaPart):
+    """An audio content part. .. versionadded:: 0.1.0"""
+
+    type: Literal["audio"] = _tag("audio")
+
+
+@_frozen_tagged
+class VideoPart(_MediaPart):
+    """A video content part. .. versionadded:: 0.1.0"""
+
+    type: Literal["video"] = _tag("video")
+
+
+@_frozen_tagged
+class DocumentPart(_MediaPart):
+    """A document content part. .. versionadded:: 0.1.0"""
+
+    type: Literal["document"] = _tag("document")
+
+
+ContentPart: TypeAlias = TextPart | ImagePart | AudioPart | VideoPart | DocumentPart
+_PARTS = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
+
+
+def _content(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if isinstance(value, str):
+        return
+    if isinstance(value, tuple) and all(isinstance(p, _PARTS) for p in value):
+        return
+    _fail(inst, attribute, "a string or a sequence of content parts", value)
+
+
+def _content_f() -> Any:
+    return attrs.field(converter=_to_tuple_unless_str, validator=_content)
+
+
+def _to_tuple_unless_str(value: Any) -> Any:
+    return value if isinstance(value, str) else _to_tuple(value)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@_frozen
+class FunctionCall:
+    """The function a tool call invokes; *arguments* is JSON text. .. versionadded:: 0.1.0"""
+
+    name: str = _str_f()
+    arguments: str = _str_f()
+
+
+@_frozen
+class ToolCall:
+    """A tool call inside an assistant message. .. versionadded:: 0.1.0"""
+
+    id: str = _str_f()
+    type: Literal["function"] = _tag("function")
+    function: FunctionCall = attrs.field(validator=attrs.validators.instance_of(FunctionCall))
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen
+class _MessageBase:
+    subagent_run_id: str | None = _opt_str_f()
+    id: str = _str_f()
+
+
+@_frozen
+class DeveloperMessage(_MessageBase):
+    """A developer message. .. versionadded:: 0.1.0"""
+
+    role: Literal["developer"] = _tag("developer")
+    name: str | None = _opt_str_f()
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+    content: str = _str_f()
+
+
+@_frozen
+class SystemMessage(_MessageBase):
+    """A system message. .. versionadded:: 0.1.0"""
+
+    role: Literal["system"] = _tag("system")
+    name: str | None = _opt_str_f()
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+    content: str = _str_f()
+
+
+@_frozen
+class AssistantMessage(_MessageBase):
+    """An assistant message: text, tool calls, or both. .. versionadded:: 0.1.0"""
+
+    role: Literal["assistant"] = _tag("assistant")
+    name: str | None = _opt_str_f()
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+    content: str | None = _opt_str_f()
+    tool_calls: tuple[ToolCall, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(ToolCall)
+    )
+
+
+@_frozen
+class UserMessage(_MessageBase):
+    """A user message: text or content parts. .. versionadded:: 0.1.0"""
+
+    role: Literal["user"] = _tag("user")
+    name: str | None = _opt_str_f()
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+    content: str | tuple[ContentPart, ...] = _content_f()
+
+    def text(self) -> str:
+        """
+        Return the message as plain text: the string, or its text parts joined by newlines.
+
+        Non-text parts (images, audio, …) are dropped.
+        """
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@_frozen
+class ToolMessage(_MessageBase):
+    """The result of a tool call. .. versionadded:: 0.1.0"""
+
+    role: Literal["tool"] = _tag("tool")
+    content: str | tuple[ContentPart, ...] = _content_f()
+    tool_call_id: str = _str_f()
+    error: str | None = _opt_str_f()
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen
+class ActivityMessage(_MessageBase):
+    """A structured activity; *content* is a JSON object. .. versionadded:: 0.1.0"""
+
+    role: Literal["activity"] = _tag("activity")
+    activity_type: str = _str_f()
+    content: dict[str, JSON] = attrs.field(validator=_dict)
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen
+class ReasoningMessage(_MessageBase):
+    """A reasoning message. .. versionadded:: 0.1.0"""
+
+    role: Literal["reasoning"] = _tag("reasoning")
+    content: str = _str_f()
+    encrypted_value: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+
+
+Message: TypeAlias = (
+    DeveloperMessage
+    | SystemMessage
+    | AssistantMessage
+    | UserMessage
+    | ToolMessage
+    | ActivityMessage
+    | ReasoningMessage
+)
+_MESSAGES = (
+    DeveloperMessage,
+    SystemMessage,
+    AssistantMessage,
+    UserMessage,
+    ToolMessage,
+    ActivityMessage,
+    ReasoningMessage,
+)
+
+# --------------------------------------------------------------------------- input
+
+
+@_frozen
+class Tool:
+    """A frontend tool the client offers; *parameters* is a JSON Schema. .. versionadded:: 0.1.0"""
+
+    name: str = _str_f()
+    description: str = _str_f()
+    parameters: JSON = None
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen
+class Context:
+    """An ambient context entry that should reach the model. .. versionadded:: 0.1.0"""
+
+    description: str = _str_f()
+    value: str = _str_f()
+
+
+@_frozen
+class ResumeEntry:
+    """The answer to one interrupt of an earlier run. .. versionadded:: 0.1.0"""
+
+    interrupt_id: str = _str_f()
+    status: Literal["resolved", "cancelled"] = attrs.field(
+        validator=_one_of("resolved", "cancelled")
+    )
+    payload: JSON = None
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen
+class RunAgentInput:
+    """
+    The body of a run request.
+
+    Absent ``tools``, ``context`` and ``resume`` mean the same as empty; absent
+    ``state`` means ``{}``. Parse untrusted bytes with `RunAgentInput.from_json`.
+
+    .. versionadded:: 0.1.0
+    """
+
+    thread_id: str = _str_f()
+    run_id: str = _str_f()
+    protocol_version: str | None = _opt_str_f()
+    parent_run_id: str | None = _opt_str_f()
+    state: JSON = None
+    messages: tuple[Message, ...] = attrs.field(
+        factory=tuple, converter=_to_tuple, validator=_tuple_of(*_MESSAGES)
+    )
+    tools: tuple[Tool, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(Tool)
+    )
+    context: tuple[Context, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(Context)
+    )
+    forwarded_props: JSON = None
+    resume: tuple[ResumeEntry, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(ResumeEntry)
+    )
+
+    @classmethod
+    def from_json(cls, data: bytes | bytearray | str) -> RunAgentInput:
+        """
+        Parse a request body.
+
+        Unknown keys are ignored, as the protocol asks of producers.
+
+        Raises:
+            InvalidInputError: The body is not JSON, not an object, or does not fit
+                the schema; the message lists every bad field by JSON path.
+        """
+        from ambient_runs._wire import parse_input_json
+
+        return parse_input_json(data)
+
+    @classmethod
+    def from_wire(cls, data: object) -> RunAgentInput:
+        """
+        Build an input from its wire form (a camelCase dict).
+
+        Raises:
+            InvalidInputError: As for `from_json`.
+        """
+        from ambient_runs._wire import parse_input
+
+        return parse_input(data)
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+@_frozen
+class Interrupt:
+    """
+    Why a run paused: the client must answer it in the next run's ``resume``.
+
+    Inside a subagent scope, `ambient_runs.interrupt` fills *subagent_run_id*.
+
+    .. versionadded:: 0.1.0
+    """
+
+    subagent_run_id: str | None = _opt_str_f()
+    id: str = _str_f()
+    reason: str = _str_f()
+    message: str | None = _opt_str_f()
+    tool_call_id: str | None = _opt_str_f()
+    response_schema: dict[str, JSON] | None = attrs.field(default=None, validator=_opt_metadata)
+    expires_at: str | None = _opt_str_f()
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen
+class RunFinishedSuccessOutcome:
+    """A completed run; *pending_tool_call_ids* names unanswered frontend calls. .. versionadded:: 0.1.0"""  # noqa: E501
+
+    type: Literal["success"] = _tag("success")
+    pending_tool_call_ids: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(str)
+    )
+
+
+def _interrupts(inst: object, attribute: Attribute[Any], value: object) -> None:
+    _tuple_of(Interrupt)(inst, attribute, value)
+    if not value:
+        _fail(inst, attribute, "at least one Interrupt", value)
+
+
+@_frozen
+class RunFinishedInterruptOutcome:
+    """A run paused on at least one interrupt. .. versionadded:: 0.1.0"""
+
+    type: Literal["interrupt"] = _tag("interrupt")
+    interrupts: tuple[Interrupt, ...] = attrs.field(converter=_to_tuple, validator=_interrupts)
+
+
+@_frozen
+class RunFinishedCancelledOutcome:
+    """A run the producer stopped on purpose. .. versionadded:: 0.1.0"""
+
+    type: Literal["cancelled"] = _tag("cancelled")
+
+
+RunFinishedOutcome: TypeAlias = (
+    RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
+)
+
+
+@_frozen
+class SubagentFinishedSuccessOutcome:
+    """A subagent invocation that completed. .. versionadded:: 0.1.0"""
+
+    type: Literal["success"] = _tag("success")
+
+
+@_frozen
+class SubagentFinishedSuspendedOutcome:
+    """A subagent waiting on interrupts; it may continue in a later run. .. versionadded:: 0.1.0"""
+
+    type: Literal["suspended"] = _tag("suspended")
+    interrupt_ids: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(str)
+    )
+
+
+SubagentFinishedOutcome: TypeAlias = (
+    SubagentFinishedSuccessOutcome | SubagentFinishedSuspendedOutcome
+)
+
+
+@_frozen
+class TokenUsage:
+    """Token counts for one provider and model; absent means not reported. .. versionadded:: 0.1.0"""  # noqa: E501
+
+    provider: str | None = _opt_str_f()
+    model: str | None = _opt_str_f()
+    input_tokens: int | None = attrs.field(default=None, validator=_count)
+    output_tokens: int | None = attrs.field(default=None, validator=_count)
+    total_tokens: int | None = attrs.field(default=None, validator=_count)
+    reasoning_tokens: int | None = attrs.field(default=None, validator=_count)
+    cached_input_tokens: int | None = attrs.field(default=None, validator=_count)
+    cache_write_input_tokens: int | None = attrs.field(default=None, validator=_count)
+
+
+# --------------------------------------------------------------------------- JSON Patch
+
+
+@_frozen
+class AddOperation:
+    """RFC 6902 ``add``. .. versionadded:: 0.1.0"""
+
+    op: Literal["add"] = _tag("add")
+    path: str = attrs.field(validator=_pointer)
+    value: JSON
+
+
+@_frozen
+class RemoveOperation:
+    """RFC 6902 ``remove``. .. versionadded:: 0.1.0"""
+
+    op: Literal["remove"] = _tag("remove")
+    path: str = attrs.field(validator=_pointer)
+
+
+@_frozen
+class ReplaceOperation:
+    """RFC 6902 ``replace``. .. versionadded:: 0.1.0"""
+
+    op: Literal["replace"] = _tag("replace")
+    path: str = attrs.field(validator=_pointer)
+    value: JSON
+
+
+@_frozen
+class MoveOperation:
+    """RFC 6902 ``move``; *from_* is ``from`` on the wire. .. versionadded:: 0.1.0"""
+
+    op: Literal["move"] = _tag("move")
+    from_: str = attrs.field(validator=_pointer)
+    path: str = attrs.field(validator=_pointer)
+
+
+@_frozen
+class CopyOperation:
+    """RFC 6902 ``copy``; *from_* is ``from`` on the wire. .. versionadded:: 0.1.0"""
+
+    op: Literal["copy"] = _tag("copy")
+    from_: str = attrs.field(validator=_pointer)
+    path: str = attrs.field(validator=_pointer)
+
+
+@_frozen
+class TestOperation:
+    """RFC 6902 ``test``. .. versionadded:: 0.1.0"""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class
+
+    op: Literal["test"] = _tag("test")
+    path: str = attrs.field(validator=_pointer)
+    value: JSON
+
+
+JsonPatchOperation: TypeAlias = (
+    AddOperation
+    | RemoveOperation
+    | ReplaceOperation
+    | MoveOperation
+    | CopyOperation
+    | TestOperation
+)
+_OPERATIONS = (
+    AddOperation,
+    RemoveOperation,
+    ReplaceOperation,
+    MoveOperation,
+    CopyOperation,
+    TestOperation,
+)
+
+
+def _patch_f() -> Any:
+    return attrs.field(converter=_to_tuple, validator=_tuple_of(*_OPERATIONS))
+
+
+# --------------------------------------------------------------------------- events
+
+
+@_frozen
+class BaseEvent:
+    """
+    Fields every event has.
+
+    Args:
+        timestamp: An int (conventionally ms since epoch); floats are rejected.
+        raw_event: The upstream event this one was derived from, if any.
+        metadata: A JSON object; the key ``ag-ui`` is reserved for the protocol.
+
+    .. versionadded:: 0.1.0
+    """
+
+    TYPE: ClassVar[EventType]
+
+    timestamp: int | None = attrs.field(default=None, validator=_timestamp)
+    raw_event: JSON = None
+    metadata: Metadata | None = _metadata_f()
+
+
+@_frozen_tagged
+class _Attributable(BaseEvent):
+    subagent_run_id: str | None = _opt_str_f()
+
+
+def _event(kind: EventType) -> Any:
+    return attrs.field(default=kind, init=False, repr=False)
+
+
+@_frozen_tagged
+class TextMessageStartEvent(_Attributable):
+    """Opens a text message; an absent *role* means assistant. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_START
+    type: EventType = _event(EventType.TEXT_MESSAGE_START)
+    message_id: str = _str_f()
+    role: TextMessageRole | None = attrs.field(
+        default=None, validator=_opt_one_of("developer", "system", "assistant", "user")
+    )
+    name: str | None = _opt_str_f()
+
+
+@_frozen_tagged
+class TextMessageContentEvent(_Attributable):
+    """A piece of an open text message. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_CONTENT
+    type: EventType = _event(EventType.TEXT_MESSAGE_CONTENT)
+    message_id: str = _str_f()
+    delta: str = _str_f()
+
+
+@_frozen_tagged
+class TextMessageEndEvent(_Attributable):
+    """Closes a text message. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_END
+    type: EventType = _event(EventType.TEXT_MESSAGE_END)
+    message_id: str = _str_f()
+
+
+@_frozen_tagged
+class TextMessageChunkEvent(_Attributable):
+    """Shorthand the client expands into start/content/end. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_CHUNK
+    type: EventType = _event(EventType.TEXT_MESSAGE_CHUNK)
+    message_id: str | None = _opt_str_f()
+    role: TextMessageRole | None = attrs.field(
+        default=None, validator=_opt_one_of("developer", "system", "assistant", "user")
+    )
+    delta: str | None = _opt_str_f()
+    name: str | None = _opt_str_f()
+
+
+@_frozen_tagged
+class ToolCallStartEvent(_Attributable):
+    """Opens a tool call, optionally inside message *parent_message_id*. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TOOL_CALL_START
+    type: EventType = _event(EventType.TOOL_CALL_START)
+    tool_call_id: str = _str_f()
+    tool_call_name: str = _str_f()
+    parent_message_id: str | None = _opt_str_f()
+
+
+@_frozen_tagged
+class ToolCallArgsEvent(_Attributable):
+    """A piece of a tool call's argument text. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TOOL_CALL_ARGS
+    type: EventType = _event(EventType.TOOL_CALL_ARGS)
+    tool_call_id: str = _str_f()
+    delta: str = _str_f()
+
+
+@_frozen_tagged
+class ToolCallEndEvent(_Attributable):
+    """The tool call's arguments are complete. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TOOL_CALL_END
+    type: EventType = _event(EventType.TOOL_CALL_END)
+    tool_call_id: str = _str_f()
+
+
+@_frozen_tagged
+class ToolCallChunkEvent(_Attributable):
+    """Shorthand the client expands into start/args/end. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.TOOL_CALL_CHUNK
+    type: EventType = _event(EventType.TOOL_CALL_CHUNK)
+    tool_call_id: str | None = _opt_str_f()
+    tool_call_name: str | None = _opt_str_f()
+    parent_message_id: str | None = _opt_str_f()
+    delta: str | None = _opt_str_f()
+
+
+@_frozen_tagged
+class ToolCallResultEvent(_Attributable):
+    """
+    The result of a tool call, as a new tool message *message_id*.
+
+    .. versionadded:: 0.1.0
+    """
+
+    TYPE: ClassVar[EventType] = EventType.TOOL_CALL_RESULT
+    type: EventType = _event(EventType.TOOL_CALL_RESULT)
+    message_id: str = _str_f()
+    tool_call_id: str = _str_f()
+    content: str | tuple[ContentPart, ...] = _content_f()
+    role: Literal["tool"] | None = attrs.field(default=None, validator=_opt_one_of("tool"))
+
+
+@_frozen_tagged
+class StateSnapshotEvent(_Attributable):
+    """Replaces the run's state wholesale; *snapshot* may be null. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.STATE_SNAPSHOT
+    type: EventType = _event(EventType.STATE_SNAPSHOT)
+    snapshot: JSON
+
+
+@_frozen_tagged
+class StateDeltaEvent(_Attributable):
+    """An RFC 6902 patch against the current state. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.STATE_DELTA
+    type: EventType = _event(EventType.STATE_DELTA)
+    delta: tuple[JsonPatchOperation, ...] = _patch_f()
+
+
+@_frozen_tagged
+class MessagesSnapshotEvent(BaseEvent):
+    """The whole conversation; authoritative. Not attributable. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.MESSAGES_SNAPSHOT
+    type: EventType = _event(EventType.MESSAGES_SNAPSHOT)
+    messages: tuple[Message, ...] = attrs.field(
+        converter=_to_tuple, validator=_tuple_of(*_MESSAGES)
+    )
+
+
+@_frozen_tagged
+class ActivitySnapshotEvent(_Attributable):
+    """Creates or replaces an activity message. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.ACTIVITY_SNAPSHOT
+    type: EventType = _event(EventType.ACTIVITY_SNAPSHOT)
+    message_id: str = _str_f()
+    activity_type: str = _str_f()
+    content: dict[str, JSON] = attrs.field(validator=_dict)
+    replace: bool | None = attrs.field(default=None, validator=_opt_bool)
+
+
+@_frozen_tagged
+class ActivityDeltaEvent(_Attributable):
+    """Patches an activity message's content. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.ACTIVITY_DELTA
+    type: EventType = _event(EventType.ACTIVITY_DELTA)
+    message_id: str = _str_f()
+    activity_type: str = _str_f()
+    patch: tuple[JsonPatchOperation, ...] = _patch_f()
+
+
+@_frozen_tagged
+class RawEvent(_Attributable):
+    """An upstream event passed through as-is. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.RAW
+    type: EventType = _event(EventType.RAW)
+    event: JSON
+    source: str | None = _opt_str_f()
+
+
+@_frozen_tagged
+class CustomEvent(_Attributable):
+    """An application-defined event; *value* may be null. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.CUSTOM
+    type: EventType = _event(EventType.CUSTOM)
+    name: str = _str_f()
+    value: JSON
+
+
+@_frozen_tagged
+class RunStartedEvent(BaseEvent):
+    """The first event of a run. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.RUN_STARTED
+    type: EventType = _event(EventType.RUN_STARTED)
+    thread_id: str = _str_f()
+    run_id: str = _str_f()
+    protocol_version: str | None = _opt_str_f()
+    parent_run_id: str | None = _opt_str_f()
+    input: RunAgentInput | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(RunAgentInput)),
+    )
+
+
+def _run_outcome(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(
+        value,
+        (RunFinishedSuccessOutcome, RunFinishedInterruptOutcome, RunFinishedCancelledOutcome),
+    ):
+        _fail(inst, attribute, "a RunFinished*Outcome or absent (None)", value)
+
+
+@_frozen_tagged
+class RunFinishedEvent(BaseEvent):
+    """The run ended: success, interrupt or cancelled. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.RUN_FINISHED
+    type: EventType = _event(EventType.RUN_FINISHED)
+    thread_id: str = _str_f()
+    run_id: str = _str_f()
+    result: JSON = None
+    outcome: RunFinishedOutcome | None = attrs.field(default=None, validator=_run_outcome)
+    usage: tuple[TokenUsage, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(TokenUsage)
+    )
+
+
+@_frozen_tagged
+class RunErrorEvent(BaseEvent):
+    """The run failed; may come first, before any RUN_STARTED. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.RUN_ERROR
+    type: EventType = _event(EventType.RUN_ERROR)
+    message: str = _str_f()
+    code: str | None = _opt_str_f()
+    usage: tuple[TokenUsage, ...] | None = attrs.field(
+        default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(TokenUsage)
+    )
+
+
+@_frozen_tagged
+class StepStartedEvent(_Attributable):
+    """Opens a named step; steps are per owner. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.STEP_STARTED
+    type: EventType = _event(EventType.STEP_STARTED)
+    step_name: str = _str_f()
+
+
+@_frozen_tagged
+class StepFinishedEvent(_Attributable):
+    """Closes a named step. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.STEP_FINISHED
+    type: EventType = _event(EventType.STEP_FINISHED)
+    step_name: str = _str_f()
+
+
+@_frozen_tagged
+class ReasoningStartEvent(_Attributable):
+    """Opens a reasoning span. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_START
+    type: EventType = _event(EventType.REASONING_START)
+    message_id: str = _str_f()
+
+
+@_frozen_tagged
+class ReasoningMessageStartEvent(_Attributable):
+    """Opens a reasoning message; ``role`` is always ``reasoning``. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_START
+    type: EventType = _event(EventType.REASONING_MESSAGE_START)
+    message_id: str = _str_f()
+    role: Literal["reasoning"] = _tag("reasoning")
+
+
+@_frozen_tagged
+class ReasoningMessageContentEvent(_Attributable):
+    """A piece of an open reasoning message. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_CONTENT
+    type: EventType = _event(EventType.REASONING_MESSAGE_CONTENT)
+    message_id: str = _str_f()
+    delta: str = _str_f()
+
+
+@_frozen_tagged
+class ReasoningMessageEndEvent(_Attributable):
+    """Closes a reasoning message. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_END
+    type: EventType = _event(EventType.REASONING_MESSAGE_END)
+    message_id: str = _str_f()
+
+
+@_frozen_tagged
+class ReasoningMessageChunkEvent(_Attributable):
+    """Shorthand the client expands into a reasoning message. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_CHUNK
+    type: EventType = _event(EventType.REASONING_MESSAGE_CHUNK)
+    message_id: str | None = _opt_str_f()
+    delta: str | None = _opt_str_f()
+
+
+@_frozen_tagged
+class ReasoningEndEvent(_Attributable):
+    """Closes a reasoning span. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_END
+    type: EventType = _event(EventType.REASONING_END)
+    message_id: str = _str_f()
+
+
+@_frozen_tagged
+class ReasoningEncryptedValueEvent(_Attributable):
+    """Attaches an opaque encrypted value to a message or tool call. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.REASONING_ENCRYPTED_VALUE
+    type: EventType = _event(EventType.REASONING_ENCRYPTED_VALUE)
+    subtype: Literal["tool-call", "message"] = attrs.field(
+        validator=_one_of("tool-call", "message")
+    )
+    entity_id: str = _str_f()
+    encrypted_value: str = _str_f()
+
+
+@_frozen_tagged
+class SubagentStartedEvent(BaseEvent):
+    """
+    Announces subagent invocation *subagent_run_id* (required: it identifies the invocation).
+
+    .. versionadded:: 0.1.0
+    """
+
+    TYPE: ClassVar[EventType] = EventType.SUBAGENT_STARTED
+    type: EventType = _event(EventType.SUBAGENT_STARTED)
+    subagent_run_id: str = _str_f()
+    name: str = _str_f()
+    description: str | None = _opt_str_f()
+    parent_subagent_run_id: str | None = _opt_str_f()
+    parent_tool_call_id: str | None = _opt_str_f()
+    parent_message_id: str | None = _opt_str_f()
+
+
+def _subagent_outcome(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(
+        value, (SubagentFinishedSuccessOutcome, SubagentFinishedSuspendedOutcome)
+    ):
+        _fail(inst, attribute, "a SubagentFinished*Outcome or absent (None)", value)
+
+
+@_frozen_tagged
+class SubagentFinishedEvent(BaseEvent):
+    """Ends an invocation: success (absent outcome) or suspended. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.SUBAGENT_FINISHED
+    type: EventType = _event(EventType.SUBAGENT_FINISHED)
+    subagent_run_id: str = _str_f()
+    result: JSON = None
+    outcome: SubagentFinishedOutcome | None = attrs.field(
+        default=None, validator=_subagent_outcome
+    )
+
+
+@_frozen_tagged
+class SubagentErrorEvent(BaseEvent):
+    """Ends an invocation with an error; the run goes on. .. versionadded:: 0.1.0"""
+
+    TYPE: ClassVar[EventType] = EventType.SUBAGENT_ERROR
+    type: EventType = _event(EventType.SUBAGENT_ERROR)
+    subagent_run_id: str = _str_f()
+    message: str = _str_f()
+    code: str | None = _opt_str_f()
+
+
+Event: TypeAlias = (
+    TextMessageStartEvent
+    | TextMessageContentEvent
+    | TextMessageEndEvent
+    | TextMessageChunkEvent
+    | ToolCallStartEvent
+    | ToolCallArgsEvent
+    | ToolCallEndEvent
+    | ToolCallChunkEvent
+    | ToolCallResultEvent
+    | StateSnapshotEvent
+    | StateDeltaEvent
+    | MessagesSnapshotEvent
+    | ActivitySnapshotEvent
+    | ActivityDeltaEvent
+    | RawEvent
+    | CustomEvent
+    | RunStartedEvent
+    | RunFinishedEvent
+    | RunErrorEvent
+    | StepStartedEvent
+    | StepFinishedEvent
+    | ReasoningStartEvent
+    | ReasoningMessageStartEvent
+    | ReasoningMessageContentEvent
+    | ReasoningMessageEndEvent
+    | ReasoningMessageChunkEvent
+    | ReasoningEndEvent
+    | ReasoningEncryptedValueEvent
+    | SubagentStartedEvent
+    | SubagentFinishedEvent
+    | SubagentErrorEvent
+)
+"""Any of the 31 AG-UI 1.0 events."""
+
+#: Every event class, keyed by its wire type.
+EVENT_CLASSES: dict[EventType, type[BaseEvent]] = {
+    cls.TYPE: cls
+    for cls in (
+        TextMessageStartEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageChunkEvent,
+        ToolCallStartEvent,
+        ToolCallArgsEvent,
+        ToolCallEndEvent,
+        ToolCallChunkEvent,
+        ToolCallResultEvent,
+        StateSnapshotEvent,
+        StateDeltaEvent,
+        MessagesSnapshotEvent,
+        ActivitySnapshotEvent,
+        ActivityDeltaEvent,
+        RawEvent,
+        CustomEvent,
+        RunStartedEvent,
+        RunFinishedEvent,
+        RunErrorEvent,
+        StepStartedEvent,
+        StepFinishedEvent,
+        ReasoningStartEvent,
+        ReasoningMessageStartEvent,
+        ReasoningMessageContentEvent,
+        ReasoningMessageEndEvent,
+        ReasoningMessageChunkEvent,
+        ReasoningEndEvent,
+        ReasoningEncryptedValueEvent,
+        SubagentStartedEvent,
+        SubagentFinishedEvent,
+        SubagentErrorEvent,
+    )
+}
+
+#: Event classes that carry an attributing ``subagent_run_id``.
+ATTRIBUTABLE: frozenset[type[BaseEvent]] = frozenset(
+    cls for cls in EVENT_CLASSES.values() if issubclass(cls, _Attributable)
+)
+
+
+def _by_tag(classes: Sequence[type[Any]], tag: str) -> dict[str, type[Any]]:
+    return {getattr(attrs.fields(cls), tag).default: cls for cls in classes}
+
+
+MESSAGE_CLASSES: dict[str, type[Any]] = _by_tag(_MESSAGES, "role")
+PART_CLASSES: dict[str, type[Any]] = _by_tag(_PARTS, "type")
+SOURCE_CLASSES: dict[str, type[Any]] = _by_tag(_SOURCES, "type")
+OPERATION_CLASSES: dict[str, type[Any]] = _by_tag(_OPERATIONS, "op")

@@ -1,0 +1,218 @@
+// run_agent.mjs: drive a live AG-UI endpoint with the REAL @ag-ui/client@1.0.0 HttpAgent.
+//
+// Input (stdin), one JSON object:
+//   {"url": "http://127.0.0.1:PORT/path",
+//    "threadId"?, "initialMessages"?, "initialState"?, "headers"?,   // agent-level defaults
+//    "runs": [{"input": {threadId?, runId?, messages?, state?, tools?, context?,
+//                        forwardedProps?, resume?},
+//              "abortAfterEvents": N | null, "headers": {...}}]}
+// ONE HttpAgent is built from the top-level fields, falling back to the first run's
+// input.threadId / input.messages / input.state; the runs then go in order through
+// `agent.runAgent({runId, tools, context, forwardedProps, resume})`, so messages, state and
+// pendingInterrupts carry over between runs exactly as they do in an application. A later run's
+// input.messages / input.state / input.threadId, when given, replace the agent's own first
+// (setMessages / setState / threadId), i.e. they model the application editing the thread.
+// Per-run `headers` are merged over the agent-level ones for that run only.
+//
+// HttpAgent POSTs the RunAgentInput that prepareRunAgentInput builds (threadId, runId,
+// protocolVersion, tools, context, forwardedProps, state, messages minus activity messages,
+// plus `resume` when given) with `Accept: text/event-stream`; we record that request too.
+//
+// Output (stdout), one JSON object: {"runs": [...], "messages", "state", "pendingInterrupts"}
+// with, per run:
+//   events           every event off the transport, as parsed (before the compatibility
+//                    boundary, enforcement, chunk expansion and verification); on abort this
+//                    includes the RUN_ERROR{code:"abort"} the client synthesizes
+//   appliedEvents    what subscribers saw via onEvent (after the whole inbound pipeline)
+//   error, errorName, errorStatus, errorPayload
+//                    runAgent() rejection (status/payload are set for HTTP errors)
+//   runFailed        the error message passed to onRunFailed, if it fired
+//   runFinished      [{outcome, result, pendingToolCallIds, interrupts}] from onRunFinishedEvent
+//   runErrors        RUN_ERROR events from onRunErrorEvent
+//   result, newMessages   runAgent()'s resolved value
+//   messages, state, pendingInterrupts   the agent after the run
+//   request          {url, method, headers, body} as sent
+//   aborted          whether abortAfterEvents fired
+//   warnings, consoleErrors   captured console output
+// stdout carries nothing but that JSON.
+
+import { format } from "node:util";
+import { HttpAgent } from "@ag-ui/client";
+import { tap } from "rxjs/operators";
+
+delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
+
+let sink = { warnings: [], consoleErrors: [] };
+const plain = (item) => (item instanceof Error ? `${item.name}: ${item.message}` : item);
+const capture = (bucket) => (...items) => {
+  sink[bucket].push(format(...items.map(plain)));
+};
+console.warn = capture("warnings");
+console.error = capture("consoleErrors");
+console.log = capture("warnings");
+console.info = capture("warnings");
+console.debug = capture("warnings");
+process.on("unhandledRejection", (reason) => {
+  sink.consoleErrors.push(`unhandledRejection: ${format(plain(reason))}`);
+});
+
+/** JSON-safe deep copy (drops undefined, renders DOMException rawEvents as {}). */
+const jsonCopy = (value) => (value === undefined ? null : JSON.parse(JSON.stringify(value)));
+
+class RecordingHttpAgent extends HttpAgent {
+  recorder = null;
+
+  requestInit(input) {
+    const init = super.requestInit(input);
+    if (this.recorder) {
+      this.recorder.request = {
+        url: this.url,
+        method: init.method,
+        headers: init.headers,
+        body: typeof init.body === "string" ? JSON.parse(init.body) : null,
+      };
+    }
+    return init;
+  }
+
+  run(input) {
+    const recorder = this.recorder;
+    return super.run(input).pipe(
+      tap((event) => {
+        if (!recorder) return;
+        recorder.events.push(jsonCopy(event));
+        const limit = recorder.abortAfterEvents;
+        if (limit != null && !recorder.aborted && recorder.events.length >= limit) {
+          recorder.aborted = true;
+          this.abortRun();
+        }
+      }),
+    );
+  }
+}
+
+function errorFields(err) {
+  if (err instanceof Error) {
+    return {
+      error: err.message,
+      errorName: err.name,
+      errorStatus: err.status ?? null,
+      errorPayload: err.payload === undefined ? null : err.payload,
+    };
+  }
+  return { error: format(err), errorName: null, errorStatus: null, errorPayload: null };
+}
+
+async function readStdin() {
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+async function main() {
+  const spec = JSON.parse(await readStdin());
+  if (!spec || typeof spec.url !== "string" || !Array.isArray(spec.runs)) {
+    throw new Error('stdin must hold {"url": string, "runs": [...]}');
+  }
+  const first = spec.runs[0]?.input ?? {};
+  const baseHeaders = spec.headers ?? {};
+  const agent = new RecordingHttpAgent({
+    url: spec.url,
+    threadId: spec.threadId ?? first.threadId,
+    initialMessages: spec.initialMessages ?? first.messages,
+    initialState: spec.initialState ?? first.state,
+    headers: baseHeaders,
+  });
+
+  const runs = [];
+  for (const [index, run] of spec.runs.entries()) {
+    sink = { warnings: [], consoleErrors: [] };
+    const input = run.input ?? {};
+    if (index > 0) {
+      if (input.threadId !== undefined) agent.threadId = input.threadId;
+      if (input.messages !== undefined) agent.setMessages(input.messages);
+      if (input.state !== undefined) agent.setState(input.state);
+    }
+    agent.headers = { ...baseHeaders, ...(run.headers ?? {}) };
+    const recorder = {
+      events: [],
+      request: null,
+      aborted: false,
+      abortAfterEvents: run.abortAfterEvents ?? null,
+    };
+    agent.recorder = recorder;
+
+    const appliedEvents = [];
+    const runFinished = [];
+    const runErrors = [];
+    let runFailed = null;
+    const subscriber = {
+      onEvent: ({ event }) => {
+        appliedEvents.push(jsonCopy(event));
+      },
+      onRunFinishedEvent: ({ outcome, result, pendingToolCallIds, interrupts }) => {
+        runFinished.push(jsonCopy({ outcome, result, pendingToolCallIds, interrupts }));
+      },
+      onRunErrorEvent: ({ event }) => {
+        runErrors.push(jsonCopy(event));
+      },
+      onRunFailed: ({ error }) => {
+        runFailed = error instanceof Error ? error.message : format(error);
+      },
+    };
+
+    const parameters = {};
+    for (const key of ["runId", "tools", "context", "forwardedProps", "resume"]) {
+      if (input[key] !== undefined) parameters[key] = input[key];
+    }
+
+    const entry = {
+      error: null,
+      errorName: null,
+      errorStatus: null,
+      errorPayload: null,
+      result: null,
+      newMessages: null,
+    };
+    try {
+      const { result, newMessages } = await agent.runAgent(parameters, subscriber);
+      entry.result = jsonCopy(result);
+      entry.newMessages = jsonCopy(newMessages);
+    } catch (err) {
+      Object.assign(entry, errorFields(err));
+    }
+    // Let void-ed background work (onFinalize, setMessages notifications) settle.
+    await new Promise((resolve) => setImmediate(resolve));
+    agent.recorder = null;
+
+    runs.push({
+      events: recorder.events,
+      appliedEvents,
+      ...entry,
+      runFailed,
+      runFinished,
+      runErrors,
+      messages: jsonCopy(agent.messages),
+      state: jsonCopy(agent.state),
+      pendingInterrupts: jsonCopy(agent.pendingInterrupts),
+      request: recorder.request,
+      aborted: recorder.aborted,
+      warnings: sink.warnings,
+      consoleErrors: sink.consoleErrors,
+    });
+  }
+
+  process.stdout.write(
+    JSON.stringify({
+      runs,
+      messages: jsonCopy(agent.messages),
+      state: jsonCopy(agent.state),
+      pendingInterrupts: jsonCopy(agent.pendingInterrupts),
+    }),
+  );
+}
+
+main().catch((err) => {
+  process.stderr.write(`run_agent.mjs: ${err && err.stack ? err.stack : String(err)}\n`);
+  process.exitCode = 2;
+});
