@@ -1,34 +1,112 @@
 """
-ambient_runs: stream AG-UI 1.0 events from Python agents with ambient attribution.
+ambient_runs: stream AG-UI 1.0 events from Python agents, with ambient attribution.
 
 The current run, subagent and step live in contextvars, so ``@subagent("researcher")``
-on a function and a bare ``say("…")`` inside it produce correctly attributed events.
+on a function and a bare ``say("…")`` inside it produce correctly attributed
+events, and concurrent asyncio tasks each carry their own scope.
+
+Everything public is importable from here; each name has one home module.
 """
 
+from ambient_runs._emit import (
+    activity,
+    current_step,
+    current_subagent,
+    current_subagent_id,
+    drain,
+    emit,
+    message,
+    publish_state,
+    reasoning,
+    say,
+    set_state,
+    state,
+    step,
+    subagent,
+    subagent_with,
+    think,
+    tool_call,
+    update_state,
+    use,
+)
+from ambient_runs._handles import (
+    ActivityHandle,
+    MessageHandle,
+    ReasoningHandle,
+    Step,
+    Subagent,
+    ToolCallHandle,
+)
+from ambient_runs._run import EventLog, Interrupted, Run, current_run
 from ambient_runs._version import __version__
-from ambient_runs._wire import from_wire, to_wire
+from ambient_runs._wire import encode_json, from_wire, to_wire
 from ambient_runs.errors import (
     AmbientRunsError,
+    AmbientRunsWarning,
     HandleClosedError,
+    HandleWarning,
     InvalidEventError,
     InvalidInputError,
+    LeftOpenWarning,
     NoActiveRunError,
     ProtocolError,
+    ResultWarning,
+    RunCancelledError,
 )
 from ambient_runs.events import Event, EventType, Interrupt, RunAgentInput
+from ambient_runs.threads import ContextThreadPoolExecutor, Thread, run_in_executor, wrap
 
 __all__ = [
+    "ActivityHandle",
     "AmbientRunsError",
-    "__version__",
+    "AmbientRunsWarning",
+    "ContextThreadPoolExecutor",
     "Event",
+    "EventLog",
     "EventType",
     "HandleClosedError",
+    "HandleWarning",
     "Interrupt",
+    "Interrupted",
     "InvalidEventError",
     "InvalidInputError",
+    "LeftOpenWarning",
+    "MessageHandle",
     "NoActiveRunError",
     "ProtocolError",
+    "ReasoningHandle",
+    "ResultWarning",
+    "Run",
     "RunAgentInput",
+    "RunCancelledError",
+    "Step",
+    "Subagent",
+    "Thread",
+    "ToolCallHandle",
+    "__version__",
+    "activity",
+    "current_run",
+    "current_step",
+    "current_subagent",
+    "current_subagent_id",
+    "drain",
+    "emit",
+    "encode_json",
     "from_wire",
+    "message",
+    "publish_state",
+    "reasoning",
+    "run_in_executor",
+    "say",
+    "set_state",
+    "state",
+    "step",
+    "subagent",
+    "subagent_with",
+    "think",
     "to_wire",
+    "tool_call",
+    "update_state",
+    "use",
+    "wrap",
 ]

@@ -21,6 +21,7 @@ string) and tolerant of unknown keys, and gathers every problem into one
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import types
@@ -43,6 +44,7 @@ from ambient_runs.errors import InvalidEventError, InvalidInputError
 
 __all__ = (
     "encode_json",
+    "json_form",
     "from_wire",
     "parse_input",
     "parse_input_json",
@@ -111,7 +113,7 @@ def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     """
     lines = [f"def unstructure_{cls.__name__}(o):", "    res = {}"]
     namespace: dict[str, Any] = {}
-    for a in attrs.fields(cls):
+    for a in _fields(cls):
         key = wire_name(a.name)
         if not a.init:  # a discriminator: the same for every instance
             tag = a.default.value if isinstance(a.default, ev.EventType) else a.default
@@ -133,6 +135,30 @@ def _unstructure_factory(cls: type[Any]) -> Callable[[Any], dict[str, Any]]:
     return cast(Callable[[Any], dict[str, Any]], namespace[f"unstructure_{cls.__name__}"])
 
 
+class _Field:
+    """The parts of an attrs or dataclass field that the wire form needs."""
+
+    __slots__ = ("default", "init", "name", "type")
+
+    def __init__(self, name: str, tp: Any, default: Any, *, init: bool) -> None:
+        self.name, self.type, self.default, self.init = name, tp, default, init
+
+
+def _fields(cls: type[Any]) -> list[_Field]:
+    if attrs.has(cls):
+        attrs.resolve_types(cls)
+        return [_Field(a.name, a.type, a.default, init=a.init) for a in attrs.fields(cls)]
+    hints = typing.get_type_hints(cls)
+    return [
+        _Field(f.name, hints.get(f.name, Any), f.default, init=f.init)
+        for f in dataclasses.fields(cls)
+    ]
+
+
+def _has_fields(cls: Any) -> bool:
+    return attrs.has(cls) or (isinstance(cls, type) and dataclasses.is_dataclass(cls))
+
+
 def _strip_none(tp: Any) -> Any:
     if get_origin(tp) in (typing.Union, types.UnionType):
         args = tuple(a for a in get_args(tp) if a is not type(None))
@@ -143,7 +169,7 @@ def _strip_none(tp: Any) -> Any:
 
 def _is_plain(tp: Any) -> bool:
     """Whether values of type *tp* are already their own wire form."""
-    return tp in (str, int, bool) or _is_json(tp) or get_origin(tp) is Literal
+    return tp in (str, int, float, bool) or _is_json(tp) or get_origin(tp) is Literal
 
 
 def _is_json_object(tp: Any) -> bool:
@@ -165,7 +191,7 @@ def _unstructure_tuple_factory(tp: Any) -> Callable[[Any], list[Any]]:
     return lambda value: [hook(item) for item in value]
 
 
-_CONVERTER.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
+_CONVERTER.register_unstructure_hook_factory(_has_fields, _unstructure_factory)
 _CONVERTER.register_unstructure_hook_func(_is_json, _identity)
 _CONVERTER.register_unstructure_hook_factory(_is_tuple, _unstructure_tuple_factory)
 _CONVERTER.register_unstructure_hook(ev.EventType, lambda kind: kind.value)
@@ -271,6 +297,27 @@ def encode_json(obj: Any) -> bytes:
 def _bad_json(obj: Any, why: str) -> NoReturn:
     msg = f"{type(obj).__name__} has no JSON form: {why}. Pass only JSON values (dict, list, str, int, finite float, bool, None)."  # noqa: E501
     raise InvalidEventError(msg) from None
+
+
+def json_form(value: Any) -> Any:
+    """
+    Return *value*'s JSON form: itself for JSON values, the wire form for attrs
+    classes and dataclasses (camelCase keys, ``None`` fields left out).
+
+    Raises:
+        InvalidEventError: *value* has no JSON form (see `encode_json`).
+
+    .. versionadded:: 0.1.0
+    """
+    wire = value if type(value) in _JSON_TYPES else to_wire(value)
+    try:
+        _dumps(wire)
+    except (TypeError, ValueError, RecursionError) as exc:
+        _bad_json(value, str(exc))
+    return wire
+
+
+_JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 # --------------------------------------------------------------------------- structure

@@ -9,7 +9,13 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
     ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
     ├── ProtocolError (ValueError)          an event that breaks AG-UI 1.0 sequencing
     ├── NoActiveRunError (LookupError)      an emitter called outside any run
-    └── HandleClosedError (RuntimeError)    a continuation on a handle already ended
+    ├── HandleClosedError (RuntimeError)    a continuation on a handle already ended
+    └── RunCancelledError (RuntimeError)    raised by Run.check_cancelled() once cancelled
+
+    AmbientRunsWarning (UserWarning)
+    ├── LeftOpenWarning     a scope ended with handles open; ambient_runs closed them
+    ├── HandleWarning       a handle ended (or entered) twice; the second call did nothing
+    └── ResultWarning       a subagent's return value has no JSON form
 """
 
 from __future__ import annotations
@@ -18,11 +24,16 @@ from collections.abc import Sequence
 
 __all__ = (
     "AmbientRunsError",
+    "AmbientRunsWarning",
     "HandleClosedError",
+    "HandleWarning",
     "InvalidEventError",
     "InvalidInputError",
+    "LeftOpenWarning",
     "NoActiveRunError",
     "ProtocolError",
+    "ResultWarning",
+    "RunCancelledError",
 )
 
 
@@ -88,6 +99,52 @@ class NoActiveRunError(AmbientRunsError, LookupError):
 class HandleClosedError(AmbientRunsError, RuntimeError):
     """
     Content was sent through a message, reasoning or tool-call handle after it ended.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class RunCancelledError(AmbientRunsError, RuntimeError):
+    """
+    Raised by `Run.check_cancelled` once the run has been cancelled.
+
+    Leaving the run's ``with`` block with it ends the run with a ``cancelled``
+    outcome, and the error goes no further.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class AmbientRunsWarning(UserWarning):
+    """
+    Base class of the warnings ambient_runs issues.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class LeftOpenWarning(AmbientRunsWarning):
+    """
+    A scope or run ended with a message, tool call, step or subagent still open.
+
+    ambient_runs closed it (end events in reverse order of opening) so the
+    stream stays valid; the warning names what was left open.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class HandleWarning(AmbientRunsWarning):
+    """
+    A handle was ended (or a subagent entered) a second time; the call did nothing.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class ResultWarning(AmbientRunsWarning):
+    """
+    A decorated subagent returned a value with no JSON form; no result was sent.
 
     .. versionadded:: 0.1.0
     """

@@ -280,57 +280,35 @@ def _type_first(cls: type, fields: list[Attribute[Any]]) -> list[Attribute[Any]]
     return fields
 
 
-def _tag(value: str) -> Any:
-    """A discriminator field: fixed per class, not an ``__init__`` argument."""
-    return attrs.field(default=value, init=False, repr=False)
-
-
-_frozen = attrs.frozen(kw_only=True)
-# For classes whose base declares fields: the official models put ``type`` first.
-_frozen_tagged = attrs.frozen(kw_only=True, field_transformer=_type_first)
-
-
-def _opt_str_f() -> Any:
-    return attrs.field(default=None, validator=_opt_str)
-
-
-def _str_f() -> Any:
-    return attrs.field(validator=_str)
-
-
-def _metadata_f() -> Any:
-    return attrs.field(default=None, validator=_opt_metadata)
-
-
 # --------------------------------------------------------------------------- content parts
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class DataSource:
     """Inline base64 data; *mime_type* is required. .. versionadded:: 0.1.0"""
 
-    type: Literal["data"] = _tag("data")
-    value: str = _str_f()
-    mime_type: str = _str_f()
+    type: Literal["data"] = attrs.field(default="data", init=False, repr=False)
+    value: str = attrs.field(validator=_str)
+    mime_type: str = attrs.field(validator=_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class UrlSource:
     """A URL the consumer can fetch. .. versionadded:: 0.1.0"""
 
-    type: Literal["url"] = _tag("url")
-    value: str = _str_f()
-    mime_type: str | None = _opt_str_f()
+    type: Literal["url"] = attrs.field(default="url", init=False, repr=False)
+    value: str = attrs.field(validator=_str)
+    mime_type: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class FileSource:
     """An opaque provider file handle. .. versionadded:: 0.1.0"""
 
-    type: Literal["file"] = _tag("file")
-    value: str = _str_f()
-    provider: str | None = _opt_str_f()
-    mime_type: str | None = _opt_str_f()
+    type: Literal["file"] = attrs.field(default="file", init=False, repr=False)
+    value: str = attrs.field(validator=_str)
+    provider: str | None = attrs.field(default=None, validator=_opt_str)
+    mime_type: str | None = attrs.field(default=None, validator=_opt_str)
 
 
 PartSource: TypeAlias = DataSource | UrlSource | FileSource
@@ -342,49 +320,49 @@ def _source(inst: object, attribute: Attribute[Any], value: object) -> None:
         _fail(inst, attribute, "a DataSource, UrlSource or FileSource", value)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class TextPart:
     """A text content part. .. versionadded:: 0.1.0"""
 
-    type: Literal["text"] = _tag("text")
-    id: str | None = _opt_str_f()
-    text: str = _str_f()
+    type: Literal["text"] = attrs.field(default="text", init=False, repr=False)
+    id: str | None = attrs.field(default=None, validator=_opt_str)
+    text: str = attrs.field(validator=_str)
     metadata: JSON = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class _MediaPart:
-    id: str | None = _opt_str_f()
+    id: str | None = attrs.field(default=None, validator=_opt_str)
     source: PartSource = attrs.field(validator=_source)
     metadata: JSON = None
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ImagePart(_MediaPart):
     """An image content part. .. versionadded:: 0.1.0"""
 
-    type: Literal["image"] = _tag("image")
+    type: Literal["image"] = attrs.field(default="image", init=False, repr=False)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class AudioPart(_MediaPart):
     """An audio content part. .. versionadded:: 0.1.0"""
 
-    type: Literal["audio"] = _tag("audio")
+    type: Literal["audio"] = attrs.field(default="audio", init=False, repr=False)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class VideoPart(_MediaPart):
     """A video content part. .. versionadded:: 0.1.0"""
 
-    type: Literal["video"] = _tag("video")
+    type: Literal["video"] = attrs.field(default="video", init=False, repr=False)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class DocumentPart(_MediaPart):
     """A document content part. .. versionadded:: 0.1.0"""
 
-    type: Literal["document"] = _tag("document")
+    type: Literal["document"] = attrs.field(default="document", init=False, repr=False)
 
 
 ContentPart: TypeAlias = TextPart | ImagePart | AudioPart | VideoPart | DocumentPart
@@ -399,10 +377,6 @@ def _content(inst: object, attribute: Attribute[Any], value: object) -> None:
     _fail(inst, attribute, "a string or a sequence of content parts", value)
 
 
-def _content_f() -> Any:
-    return attrs.field(converter=_to_tuple_unless_str, validator=_content)
-
-
 def _to_tuple_unless_str(value: Any) -> Any:
     return value if isinstance(value, str) else _to_tuple(value)
 
@@ -410,76 +384,78 @@ def _to_tuple_unless_str(value: Any) -> Any:
 # --------------------------------------------------------------------------- messages
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class FunctionCall:
     """The function a tool call invokes; *arguments* is JSON text. .. versionadded:: 0.1.0"""
 
-    name: str = _str_f()
-    arguments: str = _str_f()
+    name: str = attrs.field(validator=_str)
+    arguments: str = attrs.field(validator=_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ToolCall:
     """A tool call inside an assistant message. .. versionadded:: 0.1.0"""
 
-    id: str = _str_f()
-    type: Literal["function"] = _tag("function")
+    id: str = attrs.field(validator=_str)
+    type: Literal["function"] = attrs.field(default="function", init=False, repr=False)
     function: FunctionCall = attrs.field(validator=attrs.validators.instance_of(FunctionCall))
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class _MessageBase:
-    subagent_run_id: str | None = _opt_str_f()
-    id: str = _str_f()
+    subagent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
+    id: str = attrs.field(validator=_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class DeveloperMessage(_MessageBase):
     """A developer message. .. versionadded:: 0.1.0"""
 
-    role: Literal["developer"] = _tag("developer")
-    name: str | None = _opt_str_f()
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
-    content: str = _str_f()
+    role: Literal["developer"] = attrs.field(default="developer", init=False, repr=False)
+    name: str | None = attrs.field(default=None, validator=_opt_str)
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
+    content: str = attrs.field(validator=_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class SystemMessage(_MessageBase):
     """A system message. .. versionadded:: 0.1.0"""
 
-    role: Literal["system"] = _tag("system")
-    name: str | None = _opt_str_f()
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
-    content: str = _str_f()
+    role: Literal["system"] = attrs.field(default="system", init=False, repr=False)
+    name: str | None = attrs.field(default=None, validator=_opt_str)
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
+    content: str = attrs.field(validator=_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class AssistantMessage(_MessageBase):
     """An assistant message: text, tool calls, or both. .. versionadded:: 0.1.0"""
 
-    role: Literal["assistant"] = _tag("assistant")
-    name: str | None = _opt_str_f()
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
-    content: str | None = _opt_str_f()
+    role: Literal["assistant"] = attrs.field(default="assistant", init=False, repr=False)
+    name: str | None = attrs.field(default=None, validator=_opt_str)
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
+    content: str | None = attrs.field(default=None, validator=_opt_str)
     tool_calls: tuple[ToolCall, ...] | None = attrs.field(
         default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(ToolCall)
     )
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class UserMessage(_MessageBase):
     """A user message: text or content parts. .. versionadded:: 0.1.0"""
 
-    role: Literal["user"] = _tag("user")
-    name: str | None = _opt_str_f()
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
-    content: str | tuple[ContentPart, ...] = _content_f()
+    role: Literal["user"] = attrs.field(default="user", init=False, repr=False)
+    name: str | None = attrs.field(default=None, validator=_opt_str)
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
+    content: str | tuple[ContentPart, ...] = attrs.field(
+        converter=_to_tuple_unless_str, validator=_content
+    )
 
     def text(self) -> str:
         """
@@ -492,36 +468,38 @@ class UserMessage(_MessageBase):
         return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ToolMessage(_MessageBase):
     """The result of a tool call. .. versionadded:: 0.1.0"""
 
-    role: Literal["tool"] = _tag("tool")
-    content: str | tuple[ContentPart, ...] = _content_f()
-    tool_call_id: str = _str_f()
-    error: str | None = _opt_str_f()
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
+    role: Literal["tool"] = attrs.field(default="tool", init=False, repr=False)
+    content: str | tuple[ContentPart, ...] = attrs.field(
+        converter=_to_tuple_unless_str, validator=_content
+    )
+    tool_call_id: str = attrs.field(validator=_str)
+    error: str | None = attrs.field(default=None, validator=_opt_str)
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ActivityMessage(_MessageBase):
     """A structured activity; *content* is a JSON object. .. versionadded:: 0.1.0"""
 
-    role: Literal["activity"] = _tag("activity")
-    activity_type: str = _str_f()
+    role: Literal["activity"] = attrs.field(default="activity", init=False, repr=False)
+    activity_type: str = attrs.field(validator=_str)
     content: dict[str, JSON] = attrs.field(validator=_dict)
-    metadata: Metadata | None = _metadata_f()
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ReasoningMessage(_MessageBase):
     """A reasoning message. .. versionadded:: 0.1.0"""
 
-    role: Literal["reasoning"] = _tag("reasoning")
-    content: str = _str_f()
-    encrypted_value: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
+    role: Literal["reasoning"] = attrs.field(default="reasoning", init=False, repr=False)
+    content: str = attrs.field(validator=_str)
+    encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
 Message: TypeAlias = (
@@ -546,37 +524,37 @@ _MESSAGES = (
 # --------------------------------------------------------------------------- input
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Tool:
     """A frontend tool the client offers; *parameters* is a JSON Schema. .. versionadded:: 0.1.0"""
 
-    name: str = _str_f()
-    description: str = _str_f()
+    name: str = attrs.field(validator=_str)
+    description: str = attrs.field(validator=_str)
     parameters: JSON = None
-    metadata: Metadata | None = _metadata_f()
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Context:
     """An ambient context entry that should reach the model. .. versionadded:: 0.1.0"""
 
-    description: str = _str_f()
-    value: str = _str_f()
+    description: str = attrs.field(validator=_str)
+    value: str = attrs.field(validator=_str)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ResumeEntry:
     """The answer to one interrupt of an earlier run. .. versionadded:: 0.1.0"""
 
-    interrupt_id: str = _str_f()
+    interrupt_id: str = attrs.field(validator=_str)
     status: Literal["resolved", "cancelled"] = attrs.field(
         validator=_one_of("resolved", "cancelled")
     )
     payload: JSON = None
-    metadata: Metadata | None = _metadata_f()
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class RunAgentInput:
     """
     The body of a run request.
@@ -587,10 +565,10 @@ class RunAgentInput:
     .. versionadded:: 0.1.0
     """
 
-    thread_id: str = _str_f()
-    run_id: str = _str_f()
-    protocol_version: str | None = _opt_str_f()
-    parent_run_id: str | None = _opt_str_f()
+    thread_id: str = attrs.field(validator=_str)
+    run_id: str = attrs.field(validator=_str)
+    protocol_version: str | None = attrs.field(default=None, validator=_opt_str)
+    parent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
     state: JSON = None
     messages: tuple[Message, ...] = attrs.field(
         factory=tuple, converter=_to_tuple, validator=_tuple_of(*_MESSAGES)
@@ -637,7 +615,7 @@ class RunAgentInput:
 # --------------------------------------------------------------------------- outcomes
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Interrupt:
     """
     Why a run paused: the client must answer it in the next run's ``resume``.
@@ -647,21 +625,21 @@ class Interrupt:
     .. versionadded:: 0.1.0
     """
 
-    subagent_run_id: str | None = _opt_str_f()
-    id: str = _str_f()
-    reason: str = _str_f()
-    message: str | None = _opt_str_f()
-    tool_call_id: str | None = _opt_str_f()
+    subagent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
+    id: str = attrs.field(validator=_str)
+    reason: str = attrs.field(validator=_str)
+    message: str | None = attrs.field(default=None, validator=_opt_str)
+    tool_call_id: str | None = attrs.field(default=None, validator=_opt_str)
     response_schema: dict[str, JSON] | None = attrs.field(default=None, validator=_opt_metadata)
-    expires_at: str | None = _opt_str_f()
-    metadata: Metadata | None = _metadata_f()
+    expires_at: str | None = attrs.field(default=None, validator=_opt_str)
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class RunFinishedSuccessOutcome:
     """A completed run; *pending_tool_call_ids* names unanswered frontend calls. .. versionadded:: 0.1.0"""  # noqa: E501
 
-    type: Literal["success"] = _tag("success")
+    type: Literal["success"] = attrs.field(default="success", init=False, repr=False)
     pending_tool_call_ids: tuple[str, ...] | None = attrs.field(
         default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(str)
     )
@@ -673,19 +651,19 @@ def _interrupts(inst: object, attribute: Attribute[Any], value: object) -> None:
         _fail(inst, attribute, "at least one Interrupt", value)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class RunFinishedInterruptOutcome:
     """A run paused on at least one interrupt. .. versionadded:: 0.1.0"""
 
-    type: Literal["interrupt"] = _tag("interrupt")
+    type: Literal["interrupt"] = attrs.field(default="interrupt", init=False, repr=False)
     interrupts: tuple[Interrupt, ...] = attrs.field(converter=_to_tuple, validator=_interrupts)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class RunFinishedCancelledOutcome:
     """A run the producer stopped on purpose. .. versionadded:: 0.1.0"""
 
-    type: Literal["cancelled"] = _tag("cancelled")
+    type: Literal["cancelled"] = attrs.field(default="cancelled", init=False, repr=False)
 
 
 RunFinishedOutcome: TypeAlias = (
@@ -693,18 +671,18 @@ RunFinishedOutcome: TypeAlias = (
 )
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class SubagentFinishedSuccessOutcome:
     """A subagent invocation that completed. .. versionadded:: 0.1.0"""
 
-    type: Literal["success"] = _tag("success")
+    type: Literal["success"] = attrs.field(default="success", init=False, repr=False)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class SubagentFinishedSuspendedOutcome:
     """A subagent waiting on interrupts; it may continue in a later run. .. versionadded:: 0.1.0"""
 
-    type: Literal["suspended"] = _tag("suspended")
+    type: Literal["suspended"] = attrs.field(default="suspended", init=False, repr=False)
     interrupt_ids: tuple[str, ...] | None = attrs.field(
         default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(str)
     )
@@ -715,12 +693,12 @@ SubagentFinishedOutcome: TypeAlias = (
 )
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class TokenUsage:
     """Token counts for one provider and model; absent means not reported. .. versionadded:: 0.1.0"""  # noqa: E501
 
-    provider: str | None = _opt_str_f()
-    model: str | None = _opt_str_f()
+    provider: str | None = attrs.field(default=None, validator=_opt_str)
+    model: str | None = attrs.field(default=None, validator=_opt_str)
     input_tokens: int | None = attrs.field(default=None, validator=_count)
     output_tokens: int | None = attrs.field(default=None, validator=_count)
     total_tokens: int | None = attrs.field(default=None, validator=_count)
@@ -732,57 +710,57 @@ class TokenUsage:
 # --------------------------------------------------------------------------- JSON Patch
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class AddOperation:
     """RFC 6902 ``add``. .. versionadded:: 0.1.0"""
 
-    op: Literal["add"] = _tag("add")
+    op: Literal["add"] = attrs.field(default="add", init=False, repr=False)
     path: str = attrs.field(validator=_pointer)
     value: JSON
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class RemoveOperation:
     """RFC 6902 ``remove``. .. versionadded:: 0.1.0"""
 
-    op: Literal["remove"] = _tag("remove")
+    op: Literal["remove"] = attrs.field(default="remove", init=False, repr=False)
     path: str = attrs.field(validator=_pointer)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ReplaceOperation:
     """RFC 6902 ``replace``. .. versionadded:: 0.1.0"""
 
-    op: Literal["replace"] = _tag("replace")
+    op: Literal["replace"] = attrs.field(default="replace", init=False, repr=False)
     path: str = attrs.field(validator=_pointer)
     value: JSON
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class MoveOperation:
     """RFC 6902 ``move``; *from_* is ``from`` on the wire. .. versionadded:: 0.1.0"""
 
-    op: Literal["move"] = _tag("move")
+    op: Literal["move"] = attrs.field(default="move", init=False, repr=False)
     from_: str = attrs.field(validator=_pointer)
     path: str = attrs.field(validator=_pointer)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class CopyOperation:
     """RFC 6902 ``copy``; *from_* is ``from`` on the wire. .. versionadded:: 0.1.0"""
 
-    op: Literal["copy"] = _tag("copy")
+    op: Literal["copy"] = attrs.field(default="copy", init=False, repr=False)
     from_: str = attrs.field(validator=_pointer)
     path: str = attrs.field(validator=_pointer)
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class TestOperation:
     """RFC 6902 ``test``. .. versionadded:: 0.1.0"""
 
     __test__: ClassVar[bool] = False  # not a pytest test class
 
-    op: Literal["test"] = _tag("test")
+    op: Literal["test"] = attrs.field(default="test", init=False, repr=False)
     path: str = attrs.field(validator=_pointer)
     value: JSON
 
@@ -805,14 +783,10 @@ _OPERATIONS = (
 )
 
 
-def _patch_f() -> Any:
-    return attrs.field(converter=_to_tuple, validator=_tuple_of(*_OPERATIONS))
-
-
 # --------------------------------------------------------------------------- events
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class BaseEvent:
     """
     Fields every event has.
@@ -829,107 +803,103 @@ class BaseEvent:
 
     timestamp: int | None = attrs.field(default=None, validator=_timestamp)
     raw_event: JSON = None
-    metadata: Metadata | None = _metadata_f()
+    metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class _Attributable(BaseEvent):
-    subagent_run_id: str | None = _opt_str_f()
+    subagent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-def _event(kind: EventType) -> Any:
-    return attrs.field(default=kind, init=False, repr=False)
-
-
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class TextMessageStartEvent(_Attributable):
     """Opens a text message; an absent *role* means assistant. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_START
-    type: EventType = _event(EventType.TEXT_MESSAGE_START)
-    message_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.TEXT_MESSAGE_START, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
     role: TextMessageRole | None = attrs.field(
         default=None, validator=_opt_one_of("developer", "system", "assistant", "user")
     )
-    name: str | None = _opt_str_f()
+    name: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class TextMessageContentEvent(_Attributable):
     """A piece of an open text message. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_CONTENT
-    type: EventType = _event(EventType.TEXT_MESSAGE_CONTENT)
-    message_id: str = _str_f()
-    delta: str = _str_f()
+    type: EventType = attrs.field(default=EventType.TEXT_MESSAGE_CONTENT, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
+    delta: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class TextMessageEndEvent(_Attributable):
     """Closes a text message. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_END
-    type: EventType = _event(EventType.TEXT_MESSAGE_END)
-    message_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.TEXT_MESSAGE_END, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class TextMessageChunkEvent(_Attributable):
     """Shorthand the client expands into start/content/end. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TEXT_MESSAGE_CHUNK
-    type: EventType = _event(EventType.TEXT_MESSAGE_CHUNK)
-    message_id: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.TEXT_MESSAGE_CHUNK, init=False, repr=False)
+    message_id: str | None = attrs.field(default=None, validator=_opt_str)
     role: TextMessageRole | None = attrs.field(
         default=None, validator=_opt_one_of("developer", "system", "assistant", "user")
     )
-    delta: str | None = _opt_str_f()
-    name: str | None = _opt_str_f()
+    delta: str | None = attrs.field(default=None, validator=_opt_str)
+    name: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ToolCallStartEvent(_Attributable):
     """Opens a tool call, optionally inside message *parent_message_id*. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TOOL_CALL_START
-    type: EventType = _event(EventType.TOOL_CALL_START)
-    tool_call_id: str = _str_f()
-    tool_call_name: str = _str_f()
-    parent_message_id: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.TOOL_CALL_START, init=False, repr=False)
+    tool_call_id: str = attrs.field(validator=_str)
+    tool_call_name: str = attrs.field(validator=_str)
+    parent_message_id: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ToolCallArgsEvent(_Attributable):
     """A piece of a tool call's argument text. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TOOL_CALL_ARGS
-    type: EventType = _event(EventType.TOOL_CALL_ARGS)
-    tool_call_id: str = _str_f()
-    delta: str = _str_f()
+    type: EventType = attrs.field(default=EventType.TOOL_CALL_ARGS, init=False, repr=False)
+    tool_call_id: str = attrs.field(validator=_str)
+    delta: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ToolCallEndEvent(_Attributable):
     """The tool call's arguments are complete. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TOOL_CALL_END
-    type: EventType = _event(EventType.TOOL_CALL_END)
-    tool_call_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.TOOL_CALL_END, init=False, repr=False)
+    tool_call_id: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ToolCallChunkEvent(_Attributable):
     """Shorthand the client expands into start/args/end. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.TOOL_CALL_CHUNK
-    type: EventType = _event(EventType.TOOL_CALL_CHUNK)
-    tool_call_id: str | None = _opt_str_f()
-    tool_call_name: str | None = _opt_str_f()
-    parent_message_id: str | None = _opt_str_f()
-    delta: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.TOOL_CALL_CHUNK, init=False, repr=False)
+    tool_call_id: str | None = attrs.field(default=None, validator=_opt_str)
+    tool_call_name: str | None = attrs.field(default=None, validator=_opt_str)
+    parent_message_id: str | None = attrs.field(default=None, validator=_opt_str)
+    delta: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ToolCallResultEvent(_Attributable):
     """
     The result of a tool call, as a new tool message *message_id*.
@@ -938,95 +908,101 @@ class ToolCallResultEvent(_Attributable):
     """
 
     TYPE: ClassVar[EventType] = EventType.TOOL_CALL_RESULT
-    type: EventType = _event(EventType.TOOL_CALL_RESULT)
-    message_id: str = _str_f()
-    tool_call_id: str = _str_f()
-    content: str | tuple[ContentPart, ...] = _content_f()
+    type: EventType = attrs.field(default=EventType.TOOL_CALL_RESULT, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
+    tool_call_id: str = attrs.field(validator=_str)
+    content: str | tuple[ContentPart, ...] = attrs.field(
+        converter=_to_tuple_unless_str, validator=_content
+    )
     role: Literal["tool"] | None = attrs.field(default=None, validator=_opt_one_of("tool"))
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class StateSnapshotEvent(_Attributable):
     """Replaces the run's state wholesale; *snapshot* may be null. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.STATE_SNAPSHOT
-    type: EventType = _event(EventType.STATE_SNAPSHOT)
+    type: EventType = attrs.field(default=EventType.STATE_SNAPSHOT, init=False, repr=False)
     snapshot: JSON
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class StateDeltaEvent(_Attributable):
     """An RFC 6902 patch against the current state. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.STATE_DELTA
-    type: EventType = _event(EventType.STATE_DELTA)
-    delta: tuple[JsonPatchOperation, ...] = _patch_f()
+    type: EventType = attrs.field(default=EventType.STATE_DELTA, init=False, repr=False)
+    delta: tuple[JsonPatchOperation, ...] = attrs.field(
+        converter=_to_tuple, validator=_tuple_of(*_OPERATIONS)
+    )
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class MessagesSnapshotEvent(BaseEvent):
     """The whole conversation; authoritative. Not attributable. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.MESSAGES_SNAPSHOT
-    type: EventType = _event(EventType.MESSAGES_SNAPSHOT)
+    type: EventType = attrs.field(default=EventType.MESSAGES_SNAPSHOT, init=False, repr=False)
     messages: tuple[Message, ...] = attrs.field(
         converter=_to_tuple, validator=_tuple_of(*_MESSAGES)
     )
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ActivitySnapshotEvent(_Attributable):
     """Creates or replaces an activity message. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.ACTIVITY_SNAPSHOT
-    type: EventType = _event(EventType.ACTIVITY_SNAPSHOT)
-    message_id: str = _str_f()
-    activity_type: str = _str_f()
+    type: EventType = attrs.field(default=EventType.ACTIVITY_SNAPSHOT, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
+    activity_type: str = attrs.field(validator=_str)
     content: dict[str, JSON] = attrs.field(validator=_dict)
     replace: bool | None = attrs.field(default=None, validator=_opt_bool)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ActivityDeltaEvent(_Attributable):
     """Patches an activity message's content. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.ACTIVITY_DELTA
-    type: EventType = _event(EventType.ACTIVITY_DELTA)
-    message_id: str = _str_f()
-    activity_type: str = _str_f()
-    patch: tuple[JsonPatchOperation, ...] = _patch_f()
+    type: EventType = attrs.field(default=EventType.ACTIVITY_DELTA, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
+    activity_type: str = attrs.field(validator=_str)
+    patch: tuple[JsonPatchOperation, ...] = attrs.field(
+        converter=_to_tuple, validator=_tuple_of(*_OPERATIONS)
+    )
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class RawEvent(_Attributable):
     """An upstream event passed through as-is. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.RAW
-    type: EventType = _event(EventType.RAW)
+    type: EventType = attrs.field(default=EventType.RAW, init=False, repr=False)
     event: JSON
-    source: str | None = _opt_str_f()
+    source: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class CustomEvent(_Attributable):
     """An application-defined event; *value* may be null. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.CUSTOM
-    type: EventType = _event(EventType.CUSTOM)
-    name: str = _str_f()
+    type: EventType = attrs.field(default=EventType.CUSTOM, init=False, repr=False)
+    name: str = attrs.field(validator=_str)
     value: JSON
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class RunStartedEvent(BaseEvent):
     """The first event of a run. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.RUN_STARTED
-    type: EventType = _event(EventType.RUN_STARTED)
-    thread_id: str = _str_f()
-    run_id: str = _str_f()
-    protocol_version: str | None = _opt_str_f()
-    parent_run_id: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.RUN_STARTED, init=False, repr=False)
+    thread_id: str = attrs.field(validator=_str)
+    run_id: str = attrs.field(validator=_str)
+    protocol_version: str | None = attrs.field(default=None, validator=_opt_str)
+    parent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
     input: RunAgentInput | None = attrs.field(
         default=None,
         validator=attrs.validators.optional(attrs.validators.instance_of(RunAgentInput)),
@@ -1041,14 +1017,14 @@ def _run_outcome(inst: object, attribute: Attribute[Any], value: object) -> None
         _fail(inst, attribute, "a RunFinished*Outcome or absent (None)", value)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class RunFinishedEvent(BaseEvent):
     """The run ended: success, interrupt or cancelled. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.RUN_FINISHED
-    type: EventType = _event(EventType.RUN_FINISHED)
-    thread_id: str = _str_f()
-    run_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.RUN_FINISHED, init=False, repr=False)
+    thread_id: str = attrs.field(validator=_str)
+    run_id: str = attrs.field(validator=_str)
     result: JSON = None
     outcome: RunFinishedOutcome | None = attrs.field(default=None, validator=_run_outcome)
     usage: tuple[TokenUsage, ...] | None = attrs.field(
@@ -1056,108 +1032,116 @@ class RunFinishedEvent(BaseEvent):
     )
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class RunErrorEvent(BaseEvent):
     """The run failed; may come first, before any RUN_STARTED. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.RUN_ERROR
-    type: EventType = _event(EventType.RUN_ERROR)
-    message: str = _str_f()
-    code: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.RUN_ERROR, init=False, repr=False)
+    message: str = attrs.field(validator=_str)
+    code: str | None = attrs.field(default=None, validator=_opt_str)
     usage: tuple[TokenUsage, ...] | None = attrs.field(
         default=None, converter=_opt_to_tuple, validator=_opt_tuple_of(TokenUsage)
     )
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class StepStartedEvent(_Attributable):
     """Opens a named step; steps are per owner. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.STEP_STARTED
-    type: EventType = _event(EventType.STEP_STARTED)
-    step_name: str = _str_f()
+    type: EventType = attrs.field(default=EventType.STEP_STARTED, init=False, repr=False)
+    step_name: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class StepFinishedEvent(_Attributable):
     """Closes a named step. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.STEP_FINISHED
-    type: EventType = _event(EventType.STEP_FINISHED)
-    step_name: str = _str_f()
+    type: EventType = attrs.field(default=EventType.STEP_FINISHED, init=False, repr=False)
+    step_name: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningStartEvent(_Attributable):
     """Opens a reasoning span. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_START
-    type: EventType = _event(EventType.REASONING_START)
-    message_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.REASONING_START, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningMessageStartEvent(_Attributable):
     """Opens a reasoning message; ``role`` is always ``reasoning``. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_START
-    type: EventType = _event(EventType.REASONING_MESSAGE_START)
-    message_id: str = _str_f()
-    role: Literal["reasoning"] = _tag("reasoning")
+    type: EventType = attrs.field(
+        default=EventType.REASONING_MESSAGE_START, init=False, repr=False
+    )
+    message_id: str = attrs.field(validator=_str)
+    role: Literal["reasoning"] = attrs.field(default="reasoning", init=False, repr=False)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningMessageContentEvent(_Attributable):
     """A piece of an open reasoning message. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_CONTENT
-    type: EventType = _event(EventType.REASONING_MESSAGE_CONTENT)
-    message_id: str = _str_f()
-    delta: str = _str_f()
+    type: EventType = attrs.field(
+        default=EventType.REASONING_MESSAGE_CONTENT, init=False, repr=False
+    )
+    message_id: str = attrs.field(validator=_str)
+    delta: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningMessageEndEvent(_Attributable):
     """Closes a reasoning message. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_END
-    type: EventType = _event(EventType.REASONING_MESSAGE_END)
-    message_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.REASONING_MESSAGE_END, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningMessageChunkEvent(_Attributable):
     """Shorthand the client expands into a reasoning message. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_MESSAGE_CHUNK
-    type: EventType = _event(EventType.REASONING_MESSAGE_CHUNK)
-    message_id: str | None = _opt_str_f()
-    delta: str | None = _opt_str_f()
+    type: EventType = attrs.field(
+        default=EventType.REASONING_MESSAGE_CHUNK, init=False, repr=False
+    )
+    message_id: str | None = attrs.field(default=None, validator=_opt_str)
+    delta: str | None = attrs.field(default=None, validator=_opt_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningEndEvent(_Attributable):
     """Closes a reasoning span. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_END
-    type: EventType = _event(EventType.REASONING_END)
-    message_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.REASONING_END, init=False, repr=False)
+    message_id: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class ReasoningEncryptedValueEvent(_Attributable):
     """Attaches an opaque encrypted value to a message or tool call. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.REASONING_ENCRYPTED_VALUE
-    type: EventType = _event(EventType.REASONING_ENCRYPTED_VALUE)
+    type: EventType = attrs.field(
+        default=EventType.REASONING_ENCRYPTED_VALUE, init=False, repr=False
+    )
     subtype: Literal["tool-call", "message"] = attrs.field(
         validator=_one_of("tool-call", "message")
     )
-    entity_id: str = _str_f()
-    encrypted_value: str = _str_f()
+    entity_id: str = attrs.field(validator=_str)
+    encrypted_value: str = attrs.field(validator=_str)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class SubagentStartedEvent(BaseEvent):
     """
     Announces subagent invocation *subagent_run_id* (required: it identifies the invocation).
@@ -1166,13 +1150,13 @@ class SubagentStartedEvent(BaseEvent):
     """
 
     TYPE: ClassVar[EventType] = EventType.SUBAGENT_STARTED
-    type: EventType = _event(EventType.SUBAGENT_STARTED)
-    subagent_run_id: str = _str_f()
-    name: str = _str_f()
-    description: str | None = _opt_str_f()
-    parent_subagent_run_id: str | None = _opt_str_f()
-    parent_tool_call_id: str | None = _opt_str_f()
-    parent_message_id: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.SUBAGENT_STARTED, init=False, repr=False)
+    subagent_run_id: str = attrs.field(validator=_str)
+    name: str = attrs.field(validator=_str)
+    description: str | None = attrs.field(default=None, validator=_opt_str)
+    parent_subagent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
+    parent_tool_call_id: str | None = attrs.field(default=None, validator=_opt_str)
+    parent_message_id: str | None = attrs.field(default=None, validator=_opt_str)
 
 
 def _subagent_outcome(inst: object, attribute: Attribute[Any], value: object) -> None:
@@ -1182,28 +1166,28 @@ def _subagent_outcome(inst: object, attribute: Attribute[Any], value: object) ->
         _fail(inst, attribute, "a SubagentFinished*Outcome or absent (None)", value)
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class SubagentFinishedEvent(BaseEvent):
     """Ends an invocation: success (absent outcome) or suspended. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.SUBAGENT_FINISHED
-    type: EventType = _event(EventType.SUBAGENT_FINISHED)
-    subagent_run_id: str = _str_f()
+    type: EventType = attrs.field(default=EventType.SUBAGENT_FINISHED, init=False, repr=False)
+    subagent_run_id: str = attrs.field(validator=_str)
     result: JSON = None
     outcome: SubagentFinishedOutcome | None = attrs.field(
         default=None, validator=_subagent_outcome
     )
 
 
-@_frozen_tagged
+@attrs.frozen(kw_only=True, field_transformer=_type_first)
 class SubagentErrorEvent(BaseEvent):
     """Ends an invocation with an error; the run goes on. .. versionadded:: 0.1.0"""
 
     TYPE: ClassVar[EventType] = EventType.SUBAGENT_ERROR
-    type: EventType = _event(EventType.SUBAGENT_ERROR)
-    subagent_run_id: str = _str_f()
-    message: str = _str_f()
-    code: str | None = _opt_str_f()
+    type: EventType = attrs.field(default=EventType.SUBAGENT_ERROR, init=False, repr=False)
+    subagent_run_id: str = attrs.field(validator=_str)
+    message: str = attrs.field(validator=_str)
+    code: str | None = attrs.field(default=None, validator=_opt_str)
 
 
 Event: TypeAlias = (

@@ -1,0 +1,302 @@
+"""
+Module-level emitters: they act on whatever run and subagent are ambient.
+
+Each is the ambient twin of a method of `Run` and `Subagent` (one
+implementation, in ``_handles``), and each raises `NoActiveRunError`, naming the
+fix, when called outside any run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ambient_runs import _scopes
+from ambient_runs import events as ev
+from ambient_runs._handles import (
+    ActivityHandle,
+    MessageHandle,
+    ReasoningHandle,
+    Step,
+    Subagent,
+    ToolCallHandle,
+    _require_frame,
+    emit_in,
+    message_in,
+    say_in,
+    think_in,
+)
+from ambient_runs._run import publish_state_in
+
+__all__ = (
+    "activity",
+    "current_step",
+    "current_subagent",
+    "current_subagent_id",
+    "drain",
+    "emit",
+    "message",
+    "publish_state",
+    "reasoning",
+    "say",
+    "set_state",
+    "state",
+    "step",
+    "subagent",
+    "subagent_with",
+    "think",
+    "tool_call",
+    "update_state",
+    "use",
+)
+
+
+def say(text: str, *, id: str | None = None) -> str:
+    """
+    Emit a whole assistant message (start, content, end) attributed to the ambient scope.
+
+    Returns:
+        The message id.
+
+    Raises:
+        NoActiveRunError: No run is ambient.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _scopes.current() or _require_frame("say")
+    return say_in(frame, text, id)
+
+
+def think(text: str, *, id: str | None = None) -> str:
+    """
+    Emit a whole reasoning block in one call; return its id.
+
+    .. versionadded:: 0.1.0
+    """
+    return think_in(_require_frame("think"), text, id)
+
+
+def message(
+    role: ev.TextMessageRole = "assistant",
+    *,
+    id: str | None = None,
+    name: str | None = None,
+) -> MessageHandle:
+    """
+    Open a text message (``TEXT_MESSAGE_START``) owned by the ambient scope.
+
+    .. versionadded:: 0.1.0
+    """
+    return message_in(_require_frame("message"), role, id, name)
+
+
+def reasoning(*, id: str | None = None) -> ReasoningHandle:
+    """
+    Open a reasoning block (``REASONING_START``) owned by the ambient scope.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _require_frame("reasoning")
+    return ReasoningHandle(frame, id or frame.run.new_message_id())
+
+
+def tool_call(
+    name: str,
+    *,
+    id: str | None = None,
+    parent_message_id: str | None = None,
+) -> ToolCallHandle:
+    """
+    Open a call to tool *name* (``TOOL_CALL_START``) owned by the ambient scope.
+
+    With *parent_message_id* naming a message of this run, the call takes that
+    message's owner: a tool call belongs to the message that carries it.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _require_frame("tool_call")
+    return ToolCallHandle(frame, id or frame.run.new_tool_call_id(), name, parent_message_id)
+
+
+def activity(
+    activity_type: str,
+    content: Any,
+    *,
+    id: str | None = None,
+) -> ActivityHandle:
+    """
+    Publish an activity message owned by the ambient scope (snapshot now, deltas later).
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _require_frame("activity")
+    return ActivityHandle(frame, id or frame.run.new_message_id(), activity_type, content)
+
+
+def step(name: str) -> Step:
+    """
+    Return a step: a decorator, a context manager, or a handle (`Step.start`).
+
+    The step belongs to the scope ambient when it starts.
+
+    .. versionadded:: 0.1.0
+    """
+    return Step(name)
+
+
+def subagent(
+    name: str,
+    *,
+    description: str | None = None,
+    id: str | None = None,
+    parent_tool_call_id: str | None = None,
+    parent_message_id: str | None = None,
+) -> Subagent:
+    """
+    Return a subagent: a decorator, a context manager and an explicit handle in one.
+
+    Args:
+        name: The subagent's reusable name, for display.
+        description: What it does, for display.
+        id: An explicit invocation id: how a resuming run continues a suspended
+            invocation. A fresh ``<run id>-sub-<n>`` otherwise.
+        parent_tool_call_id: The tool call that spawned it (agents as tools).
+        parent_message_id: The message holding that tool call.
+
+    .. versionadded:: 0.1.0
+    """
+    return Subagent(
+        name,
+        description=description,
+        id=id,
+        parent_tool_call_id=parent_tool_call_id,
+        parent_message_id=parent_message_id,
+    )
+
+
+def subagent_with(started: ev.SubagentStartedEvent) -> Subagent:
+    """
+    Return a subagent from an announcement you built (the seed's ``subagent_with``).
+
+    A ``parent_subagent_run_id`` left absent is filled from the enclosing scope.
+
+    .. versionadded:: 0.1.0
+    """
+    return Subagent(
+        started.name,
+        description=started.description,
+        id=started.subagent_run_id,
+        parent_tool_call_id=started.parent_tool_call_id,
+        parent_message_id=started.parent_message_id,
+        parent_subagent_run_id=started.parent_subagent_run_id,
+    )
+
+
+def emit(event: ev.BaseEvent) -> None:
+    """
+    Emit *event* as is (transformed and verified like any other).
+
+    An attributable event without ``subagent_run_id`` is attributed to the
+    ambient subagent.
+
+    .. versionadded:: 0.1.0
+    """
+    emit_in(_require_frame("emit"), event)
+
+
+def current_subagent_id() -> str | None:
+    """
+    Return the ``subagentRunId`` events emitted here carry; None for the parent agent.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _scopes.current()
+    return None if frame is None else frame.owner
+
+
+def current_subagent() -> Subagent | None:
+    """
+    Return the ambient subagent invocation, if any.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _scopes.current()
+    return None if frame is None else frame.subagent
+
+
+def current_step() -> str | None:
+    """
+    Return the name of the ambient step, if any.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = _scopes.current()
+    return None if frame is None else frame.step
+
+
+def state() -> Any:
+    """
+    Return the ambient run's state.
+
+    .. versionadded:: 0.1.0
+    """
+    return _require_frame("state").run.state()
+
+
+def set_state(value: Any) -> None:
+    """
+    Replace the ambient run's state and publish the change.
+
+    .. versionadded:: 0.1.0
+    """
+    run = _require_frame("set_state").run
+    run._state = value
+    publish_state()
+
+
+def update_state(update: Callable[[Any], Any]) -> None:
+    """
+    Change the ambient run's state with *update* (mutate, or return a new one); publish.
+
+    .. versionadded:: 0.1.0
+    """
+    run = _require_frame("update_state").run
+    new = update(run._state)
+    if new is not None:
+        run._state = new
+    publish_state()
+
+
+def publish_state() -> None:
+    """
+    Publish the ambient run's state changes (snapshot first, then deltas).
+
+    .. versionadded:: 0.1.0
+    """
+    publish_state_in(_require_frame("publish_state"))
+
+
+async def drain() -> None:
+    """
+    Wait until the ambient run's consumer has caught up (backpressure).
+
+    .. versionadded:: 0.1.0
+    """
+    await _require_frame("drain").run.drain()
+
+
+def use(handle: Subagent) -> Callable[..., Any]:
+    """
+    Return a function running ``fn(*args, **kwargs)`` with *handle* ambient.
+
+    For code that holds a handle where contextvars do not reach (callbacks,
+    foreign threads): ``use(researcher)(fn, *args)``.
+
+    .. versionadded:: 0.1.0
+    """
+    frame = handle._emit_frame()
+
+    def run_with(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return _scopes.stepping(frame, fn, *args, **kwargs)
+
+    return run_with

@@ -1,0 +1,601 @@
+"""
+`Run`: one AG-UI run, its ids, its emit pipeline and its lifecycle.
+
+Every event goes through one path, `Run._send`, under one lock: the run's
+transformers, then the verifier, then the sink. A transformer's output is
+verified like anything else; a violation raises `ProtocolError` and the event
+never reaches the sink. The lock makes the stream totally ordered when several
+threads emit at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from ambient_runs import _scopes
+from ambient_runs import events as ev
+from ambient_runs._handles import Emitters, _code_of, _interrupts_of, _is_cancellation, _safely
+from ambient_runs._scopes import Frame
+from ambient_runs._wire import json_form
+from ambient_runs.errors import ProtocolError, RunCancelledError
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ("EventLog", "Interrupted", "Run", "Sink", "Transformer", "current_run")
+
+T = TypeVar("T")
+
+Sink = Callable[[ev.BaseEvent], object]
+"""Where a run's events go: any callable taking one event. Called under the run's lock."""
+
+Transformer = Callable[[ev.BaseEvent], "ev.BaseEvent | Sequence[ev.BaseEvent] | None"]
+"""Rewrites one event: return it (changed or not), None to drop it, or several."""
+
+PROTOCOL_VERSION = "1.0"
+
+
+class Interrupted(Exception):
+    """
+    Raise to pause the run on *interrupts* the client must answer.
+
+    Leaving a subagent, it finishes the invocation as ``suspended`` (naming the
+    interrupts raised in it); leaving the run, it ends the run with an
+    ``interrupt`` outcome carrying every interrupt. An interrupt without a
+    ``subagent_run_id`` gets the ambient subagent's id when raised.
+
+    Args:
+        interrupts: One or more `Interrupt` records (at least one).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, *interrupts: ev.Interrupt | Sequence[ev.Interrupt]) -> None:
+        flat: list[ev.Interrupt] = []
+        for item in interrupts:
+            flat.extend([item] if isinstance(item, ev.Interrupt) else item)
+        if not flat:
+            msg = "Interrupted needs at least one Interrupt"
+            raise ValueError(msg)
+        frame = _scopes.current()
+        owner = frame.owner if frame is not None else None
+        if owner is not None:
+            flat = [i if i.subagent_run_id is not None else _with_owner(i, owner) for i in flat]
+        self.interrupts: tuple[ev.Interrupt, ...] = tuple(flat)
+        super().__init__(", ".join(i.id for i in flat))
+
+
+def _with_owner(interrupt: ev.Interrupt, owner: str) -> ev.Interrupt:
+    import attrs
+
+    return attrs.evolve(interrupt, subagent_run_id=owner)
+
+
+class EventLog:
+    """
+    The in-memory sink a run uses when given none: a list you can `drain`.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: list[ev.BaseEvent] = []
+
+    def __call__(self, event: ev.BaseEvent) -> None:
+        self._events.append(event)
+
+    def drain(self) -> list[ev.BaseEvent]:
+        """Return every event logged so far and forget them."""
+        drained, self._events = self._events, []
+        return drained
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[ev.BaseEvent]:
+        return iter(self._events)
+
+    def __getitem__(self, index: int) -> ev.BaseEvent:
+        return self._events[index]
+
+    def __repr__(self) -> str:
+        return f"<EventLog {len(self._events)} events>"
+
+
+def current_run() -> Run:
+    """
+    Return the ambient run.
+
+    Raises:
+        NoActiveRunError: No run is ambient here.
+
+    .. versionadded:: 0.1.0
+    """
+    from ambient_runs._handles import _require_frame
+
+    return _require_frame("current_run").run
+
+
+class Run(Emitters):
+    """
+    One AG-UI run: ``RUN_STARTED`` on entry, exactly one terminal event on exit.
+
+    Use it as ``async with Run(input) as run:`` or ``with Run(input) as run:``.
+    Entering makes it the ambient run, so module-level emitters (`say`, …) and
+    decorated agent functions inside attribute to it. Leaving emits:
+
+    - ``RUN_FINISHED`` (with the `finish_with` result) when the block ends normally;
+    - ``RUN_FINISHED`` with an ``interrupt`` outcome when `Interrupted` (or a group
+      of only those) leaves it; the exception stops here;
+    - ``RUN_FINISHED`` with a ``cancelled`` outcome on cancellation (asyncio's,
+      re-raised; or `check_cancelled`'s, which stops here);
+    - ``RUN_ERROR`` (message, and the exception's ``code`` or class name) on any
+      other exception, which is re-raised.
+
+    Anything still open at a finish (messages, tool calls, steps, subagents) is
+    closed first, in reverse order of opening, with a `LeftOpenWarning`.
+
+    Args:
+        input: The request, a `RunAgentInput` or its wire form (a dict).
+        sink: Where events go; by default the in-memory `events` log.
+        transformers: Applied in order to every event before verification.
+        verify: Check every event against the AG-UI 1.0 rules (`ProtocolError`).
+        state: The typed state: an attrs instance, a dataclass or a JSON dict.
+        echo_input: Put *input* into ``RUN_STARTED.input``.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(
+        self,
+        input: ev.RunAgentInput | Mapping[str, Any],
+        *,
+        sink: Sink | None = None,
+        transformers: Sequence[Transformer] = (),
+        verify: bool = True,
+        state: Any = None,
+        echo_input: bool = False,
+    ) -> None:
+        if not isinstance(input, ev.RunAgentInput):
+            input = ev.RunAgentInput.from_wire(input)
+        self.input = input
+        self._log = EventLog() if sink is None else None
+        self._sink: Sink = self._log if self._log is not None else sink  # type: ignore[assignment]
+        self._transformers = tuple(transformers)
+        self._verifier: Any = None
+        if verify:
+            from ambient_runs.verify import Verifier
+
+            self._verifier = Verifier()
+        self._echo_input = echo_input
+        self._lock = threading.RLock()
+        self._message_ids = itertools.count(1)
+        self._tool_call_ids = itertools.count(1)
+        self._subagent_ids = itertools.count(1)
+        self._interrupt_ids = itertools.count(1)
+        self._children: dict[int, Any] = {}
+        self._message_owners: dict[str, str | None] = {}
+        self._taps: list[Sink] = list(_scopes.taps())
+        self._state = state
+        self._tracker: Any = None
+        self._result: Any = None
+        self._cancelled = False
+        self._cancel_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._started = False
+        self._finished = False
+        self._root: Frame | None = None
+        self._token: Any = None
+        self._drain_hook: Callable[[], Awaitable[None]] | None = None
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def thread_id(self) -> str:
+        """The conversation this run belongs to."""
+        return self.input.thread_id
+
+    @property
+    def run_id(self) -> str:
+        """This run's id."""
+        return self.input.run_id
+
+    @property
+    def parent_run_id(self) -> str | None:
+        """The run that spawned this one, for nested agents."""
+        return self.input.parent_run_id
+
+    @property
+    def messages(self) -> tuple[ev.Message, ...]:
+        """Conversation history, oldest first."""
+        return self.input.messages
+
+    def last_user_text(self) -> str | None:
+        """
+        Return what the user said last, as text (non-text parts dropped).
+
+        None when the history holds no user message at all, which is distinct
+        from a user who sent an empty one.
+        """
+        for message in reversed(self.input.messages):
+            if isinstance(message, ev.UserMessage):
+                return message.text()
+        return None
+
+    @property
+    def tools(self) -> tuple[ev.Tool, ...]:
+        """Tools the client offers for this run."""
+        return self.input.tools or ()
+
+    def tool(self, name: str) -> ev.Tool | None:
+        """Return the offered tool called *name*, if any."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def context(self) -> tuple[ev.Context, ...]:
+        """Ambient context entries."""
+        return self.input.context or ()
+
+    @property
+    def forwarded_props(self) -> Any:
+        """Arbitrary passthrough properties, opaque to the protocol."""
+        return self.input.forwarded_props
+
+    @property
+    def resume(self) -> tuple[ev.ResumeEntry, ...]:
+        """Answers to the interrupts a previous run paused on; empty unless resuming."""
+        return self.input.resume or ()
+
+    def resume_for(self, interrupt_id: str) -> ev.ResumeEntry | None:
+        """Return the answer to interrupt *interrupt_id*, if the client sent one."""
+        return next((r for r in self.resume if r.interrupt_id == interrupt_id), None)
+
+    @property
+    def is_resume(self) -> bool:
+        """Whether this request resumes a paused run."""
+        return bool(self.input.resume)
+
+    @property
+    def events(self) -> EventLog:
+        """
+        The in-memory event log (only when the run was made without a *sink*).
+
+        Raises:
+            AttributeError: The run has a sink of its own.
+        """
+        if self._log is None:
+            msg = "run.events exists only for a run made without a sink"
+            raise AttributeError(msg)
+        return self._log
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run's terminal event has gone out."""
+        return self._finished
+
+    # ------------------------------------------------------------------ ids
+
+    def new_message_id(self) -> str:
+        """Return a fresh message id, unique within the run: ``<run id>-msg-<n>``."""
+        return f"{self.input.run_id}-msg-{next(self._message_ids)}"
+
+    def new_tool_call_id(self) -> str:
+        """Return a fresh tool call id, unique within the run: ``<run id>-tool-<n>``."""
+        return f"{self.input.run_id}-tool-{next(self._tool_call_ids)}"
+
+    def new_subagent_run_id(self) -> str:
+        """
+        Return a fresh subagent invocation id, unique within the run: ``<run id>-sub-<n>``.
+
+        A resuming run that continues a suspended invocation reuses its id instead.
+        """
+        return f"{self.input.run_id}-sub-{next(self._subagent_ids)}"
+
+    def new_interrupt_id(self) -> str:
+        """Return a fresh interrupt id, unique within the run: ``<run id>-int-<n>``."""
+        return f"{self.input.run_id}-int-{next(self._interrupt_ids)}"
+
+    # ------------------------------------------------------------------ emit pipeline
+
+    def _emit_frame(self) -> Frame:
+        if self._root is None:
+            msg = "the run has not started: enter it with `async with run:` first"
+            raise ProtocolError(msg, rule="run-not-started")
+        return self._root
+
+    def _send(self, event: ev.BaseEvent) -> None:
+        """Transform, verify and deliver one event. Every emit ends here."""
+        with self._lock:
+            if self._finished:
+                msg = (
+                    f"Cannot send {event.TYPE.value!r}: run {self.input.run_id!r} has already "
+                    "finished. Start a new Run to send more."
+                )
+                raise ProtocolError(msg, rule="run-finished")
+            if self._transformers:
+                for out in self._transform(event):
+                    self._deliver(out)
+            else:
+                self._deliver(event)
+
+    def _deliver(self, event: ev.BaseEvent) -> None:
+        if self._verifier is not None:
+            self._verifier.check(event)
+        self._sink(event)
+        for tap in self._taps:
+            tap(event)
+
+    def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
+        batch = [event]
+        for transformer in self._transformers:
+            nxt: list[ev.BaseEvent] = []
+            for item in batch:
+                out = transformer(item)
+                if out is None:
+                    continue
+                if isinstance(out, ev.BaseEvent):
+                    nxt.append(out)
+                else:
+                    nxt.extend(out)
+            batch = nxt
+        return batch
+
+    def add_tap(self, tap: Sink) -> None:
+        """Also deliver every later event to *tap* (after the sink)."""
+        with self._lock:
+            self._taps.append(tap)
+
+    def remove_tap(self, tap: Sink) -> None:
+        """Stop delivering events to *tap*."""
+        with self._lock:
+            self._taps.remove(tap)
+
+    async def drain(self) -> None:
+        """
+        Wait until the consumer has caught up (backpressure), when there is one.
+
+        Emitters never block; a streaming transport (`ambient_runs.stream`) makes
+        this wait while its buffer is full. Without one it returns at once.
+        """
+        hook = self._drain_hook
+        if hook is not None:
+            await hook()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _enter(self) -> Self:
+        if self._started:
+            msg = "a Run is entered once; make a new Run for a new run"
+            raise RuntimeError(msg)
+        self._started = True
+        self._root = Frame(self)
+        self._token = _scopes.enter(self._root)
+        try:
+            self._send(
+                ev.RunStartedEvent(
+                    thread_id=self.input.thread_id,
+                    run_id=self.input.run_id,
+                    protocol_version=PROTOCOL_VERSION,
+                    parent_run_id=self.input.parent_run_id,
+                    input=self.input if self._echo_input else None,
+                )
+            )
+        except BaseException:
+            _scopes.leave(self._token, self._root, "run")
+            raise
+        return self
+
+    def _exit(self, exc: BaseException | None) -> bool:
+        """Send the terminal event for how the block ended; True to swallow *exc*."""
+        try:
+            return self._finish(exc)
+        finally:
+            _scopes.leave(self._token, self._root, "run")
+            self._mark_all_ended()
+
+    def _finish(self, exc: BaseException | None) -> bool:
+        if exc is None:
+            self._close_and_send(self._finished_event(None, self._result), quietly=False)
+            return False
+        interrupts = _interrupts_of(exc)
+        if interrupts is not None:
+            outcome: ev.RunFinishedOutcome = ev.RunFinishedInterruptOutcome(interrupts=interrupts)
+            self._close_and_send(self._finished_event(outcome), quietly=True)
+            return True
+        if _is_cancellation(exc) or isinstance(exc, KeyboardInterrupt | SystemExit):
+            outcome = ev.RunFinishedCancelledOutcome()
+            self._close_and_send(self._finished_event(outcome), quietly=True)
+            return isinstance(exc, RunCancelledError)
+        _safely(self._send_error, str(exc) or type(exc).__name__, _code_of(exc))
+        return False
+
+    def _finished_event(
+        self, outcome: ev.RunFinishedOutcome | None, result: Any = None
+    ) -> ev.RunFinishedEvent:
+        return ev.RunFinishedEvent(
+            thread_id=self.input.thread_id,
+            run_id=self.input.run_id,
+            result=result,
+            outcome=outcome,
+        )
+
+    def _close_and_send(self, finished: ev.RunFinishedEvent, *, quietly: bool) -> None:
+        with self._lock:
+            try:
+                for child in reversed(list(self._children.values())):
+                    if not child.ended:
+                        child._abandon(quietly=quietly)
+                self._send(finished)
+            except Exception as error:
+                # It could not finish cleanly: RUN_ERROR keeps the stream valid.
+                _safely(self._send_error, str(error), "protocol_error")
+                raise
+            self._finished = True
+
+    def _send_error(self, message: str, code: str | None) -> None:
+        with self._lock:
+            if not self._finished:
+                self._send(ev.RunErrorEvent(message=message, code=code))
+                self._finished = True
+
+    def _mark_all_ended(self) -> None:
+        self._finished = True
+        pending = list(self._children.values())
+        while pending:
+            handle = pending.pop()
+            handle._ended = True
+            pending.extend(getattr(handle, "_children", {}).values())
+        self._children.clear()
+
+    def finish_with(self, result: Any) -> None:
+        """
+        Set the run's result: ``RUN_FINISHED.result`` when the run ends normally.
+
+        Raises:
+            InvalidEventError: *result* has no JSON form.
+        """
+        self._result = json_form(result)
+
+    def __enter__(self) -> Self:
+        return self._enter()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        return self._exit(exc)
+
+    async def __aenter__(self) -> Self:
+        return self._enter()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        return self._exit(exc)
+
+    # ------------------------------------------------------------------ cancellation
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether `cancel` has been called."""
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """
+        Cancel the run cooperatively; safe to call from any thread or callback.
+
+        Code inside notices through `check_cancelled`, `cancelled` or
+        `until_cancelled`. A transport trips it when the client disconnects.
+        """
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            waiters, self._cancel_waiters = self._cancel_waiters, []
+        for loop, future in waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+
+    def check_cancelled(self) -> None:
+        """
+        Raise `RunCancelledError` once the run is cancelled.
+
+        Left to propagate, it ends the run with a ``cancelled`` outcome.
+        """
+        if self._cancelled:
+            msg = f"run {self.input.run_id!r} was cancelled"
+            raise RunCancelledError(msg)
+
+    async def cancelled(self) -> None:
+        """Wait until the run is cancelled."""
+        with self._lock:
+            if self._cancelled:
+                return
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[None] = loop.create_future()
+            self._cancel_waiters.append((loop, future))
+        await future
+
+    async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
+        """
+        Race *awaitable* against cancellation; return its result, or None if cancellation won.
+
+        The way to make a long model call interruptible. The loser is cancelled.
+        """
+        work = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self.cancelled())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if work.done():
+            return work.result()
+        work.cancel()
+        return None
+
+    # ------------------------------------------------------------------ state
+
+    def state(self) -> Any:
+        """Return the typed state (as last set or mutated; publishing does not copy it)."""
+        return self._state
+
+    def set_state(self, state: Any) -> None:
+        """Replace the state and publish the change."""
+        self._state = state
+        self.publish_state()
+
+    def update_state(self, update: Callable[[Any], Any]) -> None:
+        """
+        Change the state with *update* and publish the change.
+
+        *update* receives the state and either mutates it in place (returning
+        None) or returns the new state.
+        """
+        new = update(self._state)
+        if new is not None:
+            self._state = new
+        self.publish_state()
+
+    def publish_state(self) -> None:
+        """
+        Publish whatever changed since the last publish.
+
+        The first publish is a ``STATE_SNAPSHOT``; later ones a ``STATE_DELTA``
+        (RFC 6902) unless the patch's JSON is no smaller than the snapshot's.
+        Nothing changed, nothing sent. State is compared in its wire form.
+        """
+        publish_state_in(self._emit_frame())
+
+
+def publish_state_in(frame: Frame) -> None:
+    """Publish the run's state, attributed (as provenance) to *frame*'s owner."""
+    from ambient_runs._diff import StateTracker
+    from ambient_runs._handles import _operations
+
+    run = frame.run
+    with run._lock:
+        if run._tracker is None:
+            run._tracker = StateTracker()
+        change = run._tracker.publish(json_form(run._state))
+        if change is None:
+            return
+        kind, payload = cast(tuple[str, Any], change)
+        if kind == "snapshot":
+            run._send(ev.StateSnapshotEvent(snapshot=payload, subagent_run_id=frame.owner))
+        else:
+            run._send(ev.StateDeltaEvent(delta=_operations(payload), subagent_run_id=frame.owner))
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

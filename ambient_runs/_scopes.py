@@ -1,0 +1,168 @@
+"""
+The only module that touches contextvars.
+
+One `ContextVar` holds an immutable `Frame`: the ambient run, the subagent
+invocation everything is attributed to, and the current step. A frame is never
+mutated; entering a scope sets a new frame and leaving it resets the token.
+
+Two rules keep the var honest where other libraries leak (see
+``shared/reference/ambient-pitfalls.md``):
+
+- Tokens are reset only in their own Context and only while the frame they set
+  is still the current one (LIFO). Anything else (a scope entered in one task and
+  left in another, closed out of order, or finalized by the garbage collector) is
+  recorded in the event stream by the caller, leaves the contextvar alone, and
+  logs one DEBUG line. Nothing is raised into user code.
+- Generators never hold a token across ``yield``: their wrappers set the frame
+  around each step (`stepping`), so the consumer never sees the generator's
+  scope between items.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+if TYPE_CHECKING:
+    from ambient_runs._handles import Subagent
+    from ambient_runs._run import Run
+
+__all__ = (
+    "Frame",
+    "add_tap",
+    "bind",
+    "capture",
+    "current",
+    "enter",
+    "leave",
+    "remove_tap",
+    "stepping",
+    "taps",
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_log = logging.getLogger("ambient_runs")
+
+
+class Frame:
+    """
+    What is ambient at one point of the program: a run, a subagent, a step.
+
+    Immutable by convention (slots, no setters); build a new one with `child`.
+    """
+
+    __slots__ = ("owner", "run", "step", "subagent")
+
+    def __init__(
+        self, run: Run, subagent: Subagent | None = None, step: str | None = None
+    ) -> None:
+        self.run = run
+        self.subagent = subagent
+        #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
+        self.owner: str | None = None if subagent is None else subagent.id
+        self.step = step
+
+    def with_subagent(self, subagent: Subagent) -> Frame:
+        """Return a frame attributed to *subagent*, in the same run and without a step."""
+        return Frame(self.run, subagent, None)
+
+    def with_step(self, step: str) -> Frame:
+        """Return this frame with *step* as the current step."""
+        return Frame(self.run, self.subagent, step)
+
+    def __repr__(self) -> str:
+        return f"Frame(run={self.run.run_id!r}, owner={self.owner!r}, step={self.step!r})"
+
+
+_FRAME: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
+    "ambient_runs.frame", default=None
+)
+
+#: Read the ambient frame (None outside any run): the hot path of every emitter.
+current = _FRAME.get
+
+
+def enter(frame: Frame | None) -> contextvars.Token[Frame | None]:
+    """Make *frame* ambient; hand the token to `leave`."""
+    return _FRAME.set(frame)
+
+
+def leave(token: contextvars.Token[Frame | None], frame: Frame | None, what: str) -> bool:
+    """
+    Restore what was ambient before `enter` returned *token*, if that is still safe.
+
+    Safe means: we are in the Context that set it, and *frame* is still the
+    current frame (nothing entered after it is still open). Otherwise the var is
+    left alone and one DEBUG line says why; the caller has recorded the end of
+    the scope in the event stream already.
+
+    Returns:
+        Whether the contextvar was reset.
+    """
+    if _FRAME.get() is not frame:
+        _log.debug("%s left out of order; the contextvar was not touched", what)
+        return False
+    try:
+        _FRAME.reset(token)
+    except ValueError:
+        _log.debug("%s left in another Context; the contextvar was not touched", what)
+        return False
+    return True
+
+
+def stepping(frame: Frame | None, step: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run one step of a generator with *frame* ambient, and restore the caller's frame."""
+    token = _FRAME.set(frame)
+    try:
+        return step(*args, **kwargs)
+    finally:
+        _FRAME.reset(token)
+
+
+_TAPS: contextvars.ContextVar[tuple[Callable[[Any], object], ...]] = contextvars.ContextVar(
+    "ambient_runs.taps", default=()
+)
+
+#: The taps (extra sinks) every run created here also delivers to (`testing.capture_events`).
+taps = _TAPS.get
+
+
+def add_tap(
+    tap: Callable[[Any], object],
+) -> contextvars.Token[tuple[Callable[[Any], object], ...]]:
+    """Make every run created in this Context from now on also deliver to *tap*."""
+    return _TAPS.set((*_TAPS.get(), tap))
+
+
+def remove_tap(token: contextvars.Token[tuple[Callable[[Any], object], ...]]) -> None:
+    """Undo `add_tap` (quietly when left in another Context)."""
+    try:
+        _TAPS.reset(token)
+    except ValueError:
+        _log.debug("capture left in another Context; the contextvar was not touched")
+
+
+def capture() -> contextvars.Context:
+    """Snapshot the whole current Context, for work that will run elsewhere."""
+    return contextvars.copy_context()
+
+
+def bind(fn: Callable[P, R]) -> Callable[P, R]:
+    """
+    Return *fn* bound to the Context of this moment, runnable from any thread.
+
+    Each call runs in a fresh copy of the captured Context, so concurrent calls
+    (a thread pool reusing the same wrapper) never share one, and a worker
+    thread reused for another job carries nothing of this one.
+    """
+    context = contextvars.copy_context()
+
+    def bound(*args: P.args, **kwargs: P.kwargs) -> R:
+        return context.copy().run(fn, *args, **kwargs)
+
+    bound.__wrapped__ = fn  # type: ignore[attr-defined]
+    return bound
