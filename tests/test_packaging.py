@@ -1,0 +1,78 @@
+"""Tests for the package's public surface and its dependencies."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import ambient_runs
+
+ROOT = Path(__file__).parent.parent
+
+
+class TestPublicSurface:
+    def test_all_is_sorted_and_complete(self) -> None:
+        """Every public name of the package is exported in a sorted __all__, and nothing else."""
+        public = {n for n in vars(ambient_runs) if not n.startswith("_")} - {
+            # submodules are importable, not exported names
+            m.name
+            for m in pkgutil.iter_modules(ambient_runs.__path__)
+        }
+        exported = [n for n in ambient_runs.__all__ if n != "__version__"]
+
+        assert sorted(public) == sorted(exported)
+        assert sorted(ambient_runs.__all__) == list(ambient_runs.__all__)
+
+    def test_every_module_declares_all(self) -> None:
+        """Each module of the package says what it exports, and exports only what exists."""
+        for info in pkgutil.iter_modules(ambient_runs.__path__):
+            if info.name == "__main__":
+                continue
+            module = importlib.import_module(f"ambient_runs.{info.name}")
+            names = getattr(module, "__all__", None)
+
+            assert names is not None, info.name
+            assert [] == [n for n in names if not hasattr(module, n)], info.name
+
+    def test_public_names_have_one_home(self) -> None:
+        """Each exported class or function is defined in exactly one module of the package."""
+        objects = {name: getattr(ambient_runs, name) for name in ambient_runs.__all__}
+        homes = {
+            name: obj.__module__
+            for name, obj in objects.items()
+            if isinstance(obj, type) or callable(obj) and hasattr(obj, "__code__")
+        }
+
+        assert [] == [n for n, home in homes.items() if home and not home.startswith("ambient_runs")]
+
+    def test_version_is_a_string(self) -> None:
+        """The package has a version string."""
+        assert isinstance(ambient_runs.__version__, str)
+
+
+class TestDependencies:
+    def test_runtime_dependencies_are_exactly_the_design_card(self) -> None:
+        """pyproject declares attrs, cattrs and jsonpatch as the only runtime dependencies."""
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        names = sorted(d.split(">")[0].split("=")[0].strip() for d in project["dependencies"])
+
+        assert ["attrs", "cattrs", "jsonpatch"] == names
+
+    def test_importing_pulls_in_no_framework(self) -> None:
+        """Importing every module loads no test-only or framework dependency."""
+        code = (
+            "import sys, pkgutil, importlib, ambient_runs\n"
+            "for m in pkgutil.iter_modules(ambient_runs.__path__):\n"
+            "    if m.name != '__main__': importlib.import_module('ambient_runs.' + m.name)\n"
+            "bad = {'starlette', 'fastapi', 'uvicorn', 'anyio', 'pydantic', 'ag_ui', 'httpx'}\n"
+            "print(sorted(bad & {k.split('.')[0] for k in sys.modules}))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+
+        assert "[]" == out.stdout.strip()
