@@ -6,6 +6,7 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
 
     AmbientRunsError
     ├── InvalidInputError (ValueError)      malformed RunAgentInput or wire event
+    │   └── InvalidJSONError                a request body that is not JSON at all
     ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
     ├── ProtocolError (ValueError)          an event that breaks AG-UI 1.0 sequencing
     ├── NoActiveRunError (LookupError)      an emitter called outside any run
@@ -29,6 +30,7 @@ __all__ = (
     "HandleWarning",
     "InvalidEventError",
     "InvalidInputError",
+    "InvalidJSONError",
     "LeftOpenWarning",
     "NoActiveRunError",
     "ProtocolError",
@@ -59,6 +61,16 @@ class InvalidInputError(AmbientRunsError, ValueError):
         self.problems: tuple[str, ...] = tuple(problems)
         listing = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"{what}:\n{listing}" if listing else what)
+
+
+class InvalidJSONError(InvalidInputError):
+    """
+    A request body is not UTF-8 JSON (or holds NaN, Infinity or a lone surrogate).
+
+    A transport answers it with 400 rather than 422.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class InvalidEventError(AmbientRunsError, ValueError):

@@ -235,7 +235,9 @@ _POINTER = re.compile(r"^(/([^/~]|~[01])*)*$")
 
 
 def _pointer(inst: object, attribute: Attribute[Any], value: object) -> None:
-    if not isinstance(value, str) or _POINTER.match(value) is None:
+    # fullmatch, not match: ``$`` also matches before a final newline, so match()
+    # took "\n" for the empty pointer; the official models and zod reject it.
+    if not isinstance(value, str) or _POINTER.fullmatch(value) is None:
         _fail(inst, attribute, 'a JSON Pointer ("" or "/a/b", with ~0 and ~1 escapes)', value)
 
 
@@ -243,6 +245,11 @@ def _tuple_of(*kinds: type) -> Any:
     names = " or ".join(k.__name__ for k in kinds)
 
     def check(inst: object, attribute: Attribute[Any], value: object) -> None:
+        # The converter has made every list or tuple a tuple. Anything else (a str,
+        # which would pass item by item as characters; a generator, which this loop
+        # would consume; None or a number, which are not iterable) is rejected.
+        if not isinstance(value, tuple):
+            _fail(inst, attribute, f"a sequence of {names}", value)
         for item in value:  # type: ignore[attr-defined]
             if not isinstance(item, kinds):
                 _fail(inst, attribute, f"a sequence of {names}", value)
@@ -392,13 +399,18 @@ class FunctionCall:
     arguments: str = attrs.field(validator=_str)
 
 
+def _function(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if not isinstance(value, FunctionCall):
+        _fail(inst, attribute, "a FunctionCall", value)
+
+
 @attrs.frozen(kw_only=True)
 class ToolCall:
     """A tool call inside an assistant message. .. versionadded:: 0.1.0"""
 
     id: str = attrs.field(validator=_str)
     type: Literal["function"] = attrs.field(default="function", init=False, repr=False)
-    function: FunctionCall = attrs.field(validator=attrs.validators.instance_of(FunctionCall))
+    function: FunctionCall = attrs.field(validator=_function)
     encrypted_value: str | None = attrs.field(default=None, validator=_opt_str)
     metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
@@ -993,6 +1005,11 @@ class CustomEvent(_Attributable):
     value: JSON
 
 
+def _run_input(inst: object, attribute: Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, RunAgentInput):
+        _fail(inst, attribute, "a RunAgentInput or absent (None)", value)
+
+
 @attrs.frozen(kw_only=True, field_transformer=_type_first)
 class RunStartedEvent(BaseEvent):
     """The first event of a run. .. versionadded:: 0.1.0"""
@@ -1005,7 +1022,7 @@ class RunStartedEvent(BaseEvent):
     parent_run_id: str | None = attrs.field(default=None, validator=_opt_str)
     input: RunAgentInput | None = attrs.field(
         default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(RunAgentInput)),
+        validator=_run_input,
     )
 
 
