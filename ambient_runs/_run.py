@@ -173,7 +173,9 @@ class Run(Emitters):
         if verify:
             from ambient_runs.verify import Verifier
 
-            self._verifier = Verifier()
+            # A resumed run may answer calls of earlier runs (TOOL_CALL_RESULT
+            # against the original toolCallId): tell the verifier they exist.
+            self._verifier = Verifier(known_tool_call_ids=_tool_call_ids(input.messages))
         self._echo_input = echo_input
         self._lock = threading.RLock()
         self._message_ids = itertools.count(1)
@@ -594,6 +596,16 @@ def publish_state_in(frame: Frame) -> None:
             run._send(ev.StateSnapshotEvent(snapshot=payload, subagent_run_id=frame.owner))
         else:
             run._send(ev.StateDeltaEvent(delta=_operations(payload), subagent_run_id=frame.owner))
+
+
+def _tool_call_ids(messages: Sequence[ev.Message]) -> list[str]:
+    ids: list[str] = []
+    for message in messages:
+        if isinstance(message, ev.AssistantMessage):
+            ids.extend(call.id for call in message.tool_calls or ())
+        elif isinstance(message, ev.ToolMessage):
+            ids.append(message.tool_call_id)
+    return ids
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
