@@ -12,6 +12,11 @@ Decorators for the four kinds of callable: `subagent` and `step` wrap them all.
   return values, `inspect.isgenerator`). Closing one early (``break`` plus
   ``close``/``aclose``, or garbage collection) ends the scope; a generator never
   started opens nothing.
+- **Context manager factories** (``@contextmanager``/``@asynccontextmanager``
+  functions, decorated *above* that decorator) open the scope on ``__enter__``
+  and close it on ``__exit__``, so the ``with`` block itself runs inside it, as
+  with ``with subagent(...)``. Decorated *below* it, the scope covers the
+  generator's own code only (the generator rule above).
 
 With no run ambient at call time a decorated callable just runs: decoration at
 import costs nothing, and a call outside a run costs one contextvar read.
@@ -19,13 +24,16 @@ import costs nothing, and a call outside a run costs one contextvar read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from types import TracebackType
 from typing import Any, Protocol
 
 from ambient_runs import _scopes
 from ambient_runs._handles import _safely
+from ambient_runs.errors import ProtocolError
 
 __all__ = ("decorate",)
 
@@ -37,8 +45,29 @@ class _Scope(Protocol):
     def _finish(self, exc: BaseException | None, result: Any = None) -> None: ...
 
 
+def _factory_code(factory: Callable[[Any], Any], probe: Any) -> Any:
+    return factory(probe).__code__
+
+
+def _probe() -> Iterator[None]:
+    yield  # pragma: no cover
+
+
+async def _aprobe() -> AsyncIterator[None]:
+    yield  # pragma: no cover
+
+
+# Every function contextlib's decorators return shares one code object: that is
+# how a context manager factory is told from any other function.
+_CONTEXTMANAGER_CODE = _factory_code(contextlib.contextmanager, _probe)
+_ASYNCCONTEXTMANAGER_CODE = _factory_code(contextlib.asynccontextmanager, _aprobe)
+
+
 def decorate(fn: Any, make: Callable[[], Any]) -> Any:
     """Wrap *fn* so that each call runs inside a fresh scope from *make*."""
+    code = getattr(fn, "__code__", None)
+    if code is _CONTEXTMANAGER_CODE or code is _ASYNCCONTEXTMANAGER_CODE:
+        return _decorate_context_manager(fn, make)
     if inspect.isasyncgenfunction(fn):
         return _decorate_async_generator(fn, make)
     if inspect.isgeneratorfunction(fn):
@@ -126,7 +155,12 @@ def _scoped_generator(
             except BaseException as exc:  # thrown in by the consumer: pass it on
                 step, value = inner.throw, exc
     except GeneratorExit as exc:
-        _scopes.stepping(frame, inner.close)
+        try:
+            _scopes.stepping(frame, inner.close)
+        except ProtocolError:
+            if not frame.run.finished:
+                raise
+            _dropped_cleanup()
         _safely(scope._finish, exc)
         raise
     except BaseException as exc:
@@ -134,6 +168,21 @@ def _scoped_generator(
         raise
     scope._finish(None, result)
     return result
+
+
+def _dropped_cleanup() -> None:
+    """
+    Note that a generator's cleanup could not emit because its run is over.
+
+    An abandoned generator is often finalized (by the garbage collector or the
+    loop's asyncgen hook) after its run finished and closed its scope. What its
+    ``finally`` emits then has nowhere to go; raising would only surface as an
+    ERROR log ("Task exception was never retrieved") far from the cause.
+    """
+    _scopes._log.debug(
+        "a generator cleaned up after its run had finished; what it emitted was dropped",
+        exc_info=True,
+    )
 
 
 def _decorate_async_generator(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
@@ -153,7 +202,7 @@ async def _step_async(frame: _scopes.Frame, awaitable: Any) -> Any:
     try:
         return await awaitable
     finally:
-        _scopes.leave(token, frame, "generator step")
+        _scopes.leave(token, frame, "generator step", final=False)
 
 
 async def _scoped_async_generator(
@@ -180,10 +229,100 @@ async def _scoped_async_generator(
             except BaseException as exc:  # thrown in by the consumer: pass it on
                 throw = exc
     except GeneratorExit as exc:
-        await _step_async(frame, inner.aclose())
+        try:
+            await _step_async(frame, inner.aclose())
+        except ProtocolError:
+            if not frame.run.finished:
+                raise
+            _dropped_cleanup()
         _safely(scope._finish, exc)
         raise
     except BaseException as exc:
         _safely(scope._finish, exc)
         raise
     scope._finish(None)
+
+
+def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return _ScopedContextManager(make, fn(*args, **kwargs))
+
+    return wrapper
+
+
+class _ScopedContextManager:
+    """A context manager run inside a fresh scope, ``with`` block included."""
+
+    __slots__ = ("_frame", "_inner", "_make", "_scope", "_token")
+
+    def __init__(self, make: Callable[[], _Scope], inner: Any) -> None:
+        self._make = make
+        self._inner = inner
+        self._scope: _Scope | None = None
+        self._frame: _scopes.Frame | None = None
+        self._token: Any = None
+
+    def _open(self) -> bool:
+        parent = _scopes.current()
+        if parent is None:
+            return False
+        self._scope = self._make()
+        self._frame = self._scope._begin(parent)
+        self._token = _scopes.enter(self._frame)
+        return True
+
+    def _close(self, exc: BaseException | None) -> None:
+        scope = self._scope
+        if scope is None:
+            return
+        self._scope = None
+        _scopes.leave(self._token, self._frame, "scope")
+        if exc is None:
+            scope._finish(None)
+        else:
+            _safely(scope._finish, exc)
+
+    def __enter__(self) -> Any:
+        self._open()
+        try:
+            return self._inner.__enter__()
+        except BaseException as exc:
+            self._close(exc)
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        try:
+            suppressed = bool(self._inner.__exit__(exc_type, exc, tb))
+        except BaseException as error:
+            self._close(error)
+            raise
+        self._close(None if suppressed else exc)
+        return suppressed
+
+    async def __aenter__(self) -> Any:
+        self._open()
+        try:
+            return await self._inner.__aenter__()
+        except BaseException as exc:
+            self._close(exc)
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        try:
+            suppressed = bool(await self._inner.__aexit__(exc_type, exc, tb))
+        except BaseException as error:
+            self._close(error)
+            raise
+        self._close(None if suppressed else exc)
+        return suppressed

@@ -120,6 +120,44 @@ class _Handle:
             self.end()
 
 
+def _make_content_event() -> Callable[[str, str, str | None], ev.TextMessageContentEvent]:
+    """
+    Return ``make(message_id, delta, owner)``: a TEXT_MESSAGE_CONTENT without attrs' ``__init__``.
+
+    `MessageHandle.write` is the hottest emitter, and the generic constructor
+    (keyword parsing, a validator per field) is a third of its cost. The owner
+    was validated when the message opened, and `write` only calls this when
+    *delta* and the message id are exactly strs, so every validator would pass: the
+    fields are set directly, the others to their defaults, giving an object equal
+    to the constructor's. Should the class ever gain a field without a plain
+    default, or a post-init hook, the constructor is used instead.
+    """
+    cls = ev.TextMessageContentEvent
+
+    def construct(message_id: str, delta: str, owner: str | None) -> ev.TextMessageContentEvent:
+        return cls(message_id=message_id, delta=delta, subagent_run_id=owner)
+
+    given = {"message_id": "message_id", "delta": "delta", "subagent_run_id": "owner"}
+    namespace: dict[str, Any] = {"new": object.__new__, "put": object.__setattr__, "cls": cls}
+    lines = ["def make(message_id, delta, owner):", "    o = new(cls)"]
+    for a in attrs.fields(cls):
+        if a.name in given:
+            value = given.pop(a.name)
+        elif a.default is attrs.NOTHING or isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
+            return construct
+        else:
+            namespace[f"default_{a.name}"] = a.default
+            value = f"default_{a.name}"
+        lines.append(f"    put(o, {a.name!r}, {value})")
+    if given or hasattr(cls, "__attrs_post_init__"):
+        return construct
+    exec("\n".join([*lines, "    return o"]), namespace)
+    return cast(Callable[[str, str, "str | None"], ev.TextMessageContentEvent], namespace["make"])
+
+
+_content_event = _make_content_event()
+
+
 class MessageHandle(_Handle):
     """
     An open text message: ``TEXT_MESSAGE_START`` has been sent.
@@ -157,11 +195,15 @@ class MessageHandle(_Handle):
         """
         if self._ended:
             self._check_open()
-        self._run._send(
-            ev.TextMessageContentEvent(
-                message_id=self.id, delta=delta, subagent_run_id=self._owner
+        message_id = self.id
+        if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
+            self._run._send(_content_event(message_id, delta, self._owner))
+        else:  # the constructor validates (a str subclass passes, anything else raises)
+            self._run._send(
+                ev.TextMessageContentEvent(
+                    message_id=message_id, delta=delta, subagent_run_id=self._owner
+                )
             )
-        )
 
     def stream(self, chunks: Iterable[str]) -> str:
         """Write every chunk of *chunks*; return the whole text."""
@@ -269,9 +311,13 @@ class ToolCallHandle(_Handle):
         self, frame: Frame, call_id: str, name: str, parent_message_id: str | None
     ) -> None:
         super().__init__(frame)
-        # A tool call belongs to the message that carries it: take that message's owner.
+        # A tool call belongs to the message that carries it: take that message's
+        # owner, and let that owner's scope close it if it is left open.
         if parent_message_id is not None:
-            self._owner = frame.run._message_owners.get(parent_message_id, self._owner)
+            owner = frame.run._message_owners.get(parent_message_id, self._owner)
+            if owner != self._owner:
+                self._owner = owner
+                self._parent = _open_scope_of(frame.run, owner) or self._parent
         self.id = call_id
         self.name = name
         self.parent_message_id = parent_message_id
@@ -399,6 +445,21 @@ class ActivityHandle(_Handle):
         self._closing()
 
 
+def _open_scope_of(run: Run, owner: str | None) -> Any:
+    """Return the open scope (the run, or a subagent) whose ``subagentRunId`` is *owner*."""
+    if owner is None:
+        return run
+    with run._lock:
+        pending = list(run._children.values())
+        while pending:
+            handle = pending.pop()
+            if isinstance(handle, Subagent):
+                if handle.id == owner and not handle.ended:
+                    return handle
+                pending.extend(handle._children.values())
+    return None
+
+
 def _operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, ...]:
     ops: list[ev.JsonPatchOperation] = []
     for op in patch:
@@ -420,7 +481,7 @@ class Step(_Handle):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_entered", "_frame_override", "_token", "name")
+    __slots__ = ("_depth", "_entered", "_frame_override", "_token", "name")
     _what = "step"
 
     def __init__(self, name: str, *, frame: Frame | None = None) -> None:
@@ -430,6 +491,7 @@ class Step(_Handle):
         self._ended = False
         self._token: Any = None
         self._entered: Frame | None = None
+        self._depth = 0
 
     def start(self) -> Self:
         """Send ``STEP_STARTED`` for the ambient (or bound) owner and return the step."""
@@ -437,9 +499,17 @@ class Step(_Handle):
         return self
 
     def _begin(self, parent: Frame) -> Frame:
+        if self._entered is not None:
+            warnings.warn(
+                f"step {self.name!r} was already started; it was not started again",
+                HandleWarning,
+                stacklevel=3,
+            )
+            return self._entered
         _Handle.__init__(self, parent)
         self._open(ev.StepStartedEvent(step_name=self.name, subagent_run_id=self._owner))
-        return parent.with_step(self.name)
+        self._entered = parent.with_step(self.name, self)
+        return self._entered
 
     def _finish(self, exc: BaseException | None, result: Any = None) -> None:
         if not self._ended:
@@ -451,8 +521,11 @@ class Step(_Handle):
             self._run._send(ev.StepFinishedEvent(step_name=self.name, subagent_run_id=self._owner))
 
     def __enter__(self) -> Self:
-        self._entered = self._begin(self._frame_override or _require_frame("step"))
-        self._token = _scopes.enter(self._entered)
+        started = self._entered is not None
+        frame = self._begin(self._frame_override or _require_frame("step"))
+        self._depth += 1
+        if not started:
+            self._token = _scopes.enter(frame)
         return self
 
     def __exit__(
@@ -461,7 +534,11 @@ class Step(_Handle):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _scopes.leave(self._token, self._entered, f"step {self.name!r}")
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        if self._token is not None:
+            _scopes.leave(self._token, self._entered, f"step {self.name!r}")
         if not self._ended:
             self.end()
 
@@ -573,6 +650,33 @@ class Emitters:
             parent_message_id=parent_message_id,
             parent=self._emit_frame(),
         )
+
+    def subagent_with(self, started: ev.SubagentStartedEvent) -> Subagent:
+        """
+        A subagent nested in this emitter's scope, from an announcement you built.
+
+        For a description, an explicit id (continuing a suspended invocation) or
+        the agents-as-tools links; an absent ``parent_subagent_run_id`` is filled
+        from this scope.
+        """
+        return Subagent(
+            started.name,
+            description=started.description,
+            id=started.subagent_run_id,
+            parent_tool_call_id=started.parent_tool_call_id,
+            parent_message_id=started.parent_message_id,
+            parent_subagent_run_id=started.parent_subagent_run_id,
+            parent=self._emit_frame(),
+        )
+
+    def current_subagent_id(self) -> str | None:
+        """
+        Return the ``subagentRunId`` this emitter's events carry.
+
+        None for a run (its methods emit the parent agent's own events); the
+        invocation's id for a subagent handle.
+        """
+        return self._emit_frame().owner
 
     def emit(self, event: ev.BaseEvent) -> None:
         """
@@ -822,7 +926,7 @@ class Subagent(Emitters):
             ev.SubagentFinishedEvent(subagent_run_id=self._id or "", result=json_form(result))
         )
 
-    def suspend(self, interrupt_ids: Sequence[str] = ()) -> None:
+    def suspend(self, interrupt_ids: str | Sequence[str] = ()) -> None:
         """
         Send ``SUBAGENT_FINISHED`` with a ``suspended`` outcome waiting on *interrupt_ids*.
 
@@ -830,7 +934,8 @@ class Subagent(Emitters):
         interrupts; a later run continues the invocation with
         ``subagent(name, id=<this id>)``.
         """
-        outcome = ev.SubagentFinishedSuspendedOutcome(interrupt_ids=tuple(interrupt_ids) or None)
+        ids = (interrupt_ids,) if isinstance(interrupt_ids, str) else tuple(interrupt_ids)
+        outcome = ev.SubagentFinishedSuspendedOutcome(interrupt_ids=ids or None)
         self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or "", outcome=outcome))
 
     def fail(self, message: str, *, code: str | None = None) -> None:

@@ -52,27 +52,50 @@ class Frame:
     """
     What is ambient at one point of the program: a run, a subagent, a step.
 
-    Immutable by convention (slots, no setters); build a new one with `child`.
+    Immutable by convention (slots, no setters); build a new one with
+    `with_subagent` or `with_step`. A frame knows the frame it was entered
+    from (*parent*) and the handle whose end ends it (*scope*: a subagent or a
+    step; None for the run's root frame), so `leave` can tell a live frame from
+    a dead one. The one mutable bit, *orphaned*, records that the frame's scope
+    was left without its token being reset (out of order, or in another
+    Context): such a frame must never become current again by a later reset.
     """
 
-    __slots__ = ("owner", "run", "step", "subagent")
+    __slots__ = ("orphaned", "owner", "parent", "run", "scope", "step", "subagent")
 
     def __init__(
-        self, run: Run, subagent: Subagent | None = None, step: str | None = None
+        self,
+        run: Run,
+        subagent: Subagent | None = None,
+        step: str | None = None,
+        *,
+        parent: Frame | None = None,
+        scope: Any = None,
     ) -> None:
         self.run = run
         self.subagent = subagent
         #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
         self.owner: str | None = None if subagent is None else subagent.id
         self.step = step
+        self.parent = parent
+        self.scope = scope
+        self.orphaned = False
 
     def with_subagent(self, subagent: Subagent) -> Frame:
         """Return a frame attributed to *subagent*, in the same run and without a step."""
-        return Frame(self.run, subagent, None)
+        return Frame(self.run, subagent, None, parent=self, scope=subagent)
 
-    def with_step(self, step: str) -> Frame:
-        """Return this frame with *step* as the current step."""
-        return Frame(self.run, self.subagent, step)
+    def with_step(self, step: str, scope: Any = None) -> Frame:
+        """Return this frame with *step* as the current step (*scope*: the step's handle)."""
+        return Frame(self.run, self.subagent, step, parent=self, scope=scope)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the scope this frame stands for has ended (for the root frame: the run)."""
+        scope = self.scope
+        if scope is None:
+            return bool(self.run.finished)
+        return bool(scope.ended)
 
     def __repr__(self) -> str:
         return f"Frame(run={self.run.run_id!r}, owner={self.owner!r}, step={self.step!r})"
@@ -91,26 +114,49 @@ def enter(frame: Frame | None) -> contextvars.Token[Frame | None]:
     return _FRAME.set(frame)
 
 
-def leave(token: contextvars.Token[Frame | None], frame: Frame | None, what: str) -> bool:
+def leave(
+    token: contextvars.Token[Frame | None], frame: Frame | None, what: str, *, final: bool = True
+) -> bool:
     """
     Restore what was ambient before `enter` returned *token*, if that is still safe.
 
     Safe means: we are in the Context that set it, and *frame* is still the
-    current frame (nothing entered after it is still open). Otherwise the var is
-    left alone and one DEBUG line says why; the caller has recorded the end of
-    the scope in the event stream already.
+    current frame, or every frame entered after it here has ended already.
+    Otherwise the var is left alone and one DEBUG line says why; the caller has
+    recorded the end of the scope in the event stream already.
+
+    A reset never resurrects a dead scope: when the frame it restores was
+    itself left out of order (*orphaned*), its nearest ancestor that was not
+    becomes current instead (two scopes entered A then B and left A then B
+    leave the outer scope current, not A).
+
+    Args:
+        final: The scope ends here (False: a generator step, entered again later).
 
     Returns:
         Whether the contextvar was reset.
     """
-    if _FRAME.get() is not frame:
-        _log.debug("%s left out of order; the contextvar was not touched", what)
-        return False
+    current = _FRAME.get()
+    if current is not frame:
+        while current is not None and current is not frame and current.ended:
+            current = current.parent
+        if current is not frame:
+            _log.debug("%s left out of order; the contextvar was not touched", what)
+            if final and frame is not None:
+                frame.orphaned = True
+            return False
     try:
         _FRAME.reset(token)
     except ValueError:
         _log.debug("%s left in another Context; the contextvar was not touched", what)
+        if final and frame is not None:
+            frame.orphaned = True
         return False
+    restored = _FRAME.get()
+    if restored is not None and restored.orphaned:
+        while restored is not None and restored.orphaned:
+            restored = restored.parent
+        _FRAME.set(restored)
     return True
 
 
