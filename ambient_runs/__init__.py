@@ -38,6 +38,7 @@ from ambient_runs._handles import (
     ToolCallHandle,
 )
 from ambient_runs._run import EventLog, Interrupted, Run, current_run
+from ambient_runs._stream import EventStream, StreamStatistics, stream
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, to_wire
 from ambient_runs.errors import (
@@ -47,6 +48,7 @@ from ambient_runs.errors import (
     HandleWarning,
     InvalidEventError,
     InvalidInputError,
+    InvalidJSONError,
     LeftOpenWarning,
     NoActiveRunError,
     ProtocolError,
@@ -63,6 +65,7 @@ __all__ = [
     "ContextThreadPoolExecutor",
     "Event",
     "EventLog",
+    "EventStream",
     "EventType",
     "HandleClosedError",
     "HandleWarning",
@@ -70,6 +73,7 @@ __all__ = [
     "Interrupted",
     "InvalidEventError",
     "InvalidInputError",
+    "InvalidJSONError",
     "LeftOpenWarning",
     "MessageHandle",
     "NoActiveRunError",
@@ -80,6 +84,7 @@ __all__ = [
     "RunAgentInput",
     "RunCancelledError",
     "Step",
+    "StreamStatistics",
     "Subagent",
     "Thread",
     "ToolCallHandle",
@@ -101,6 +106,7 @@ __all__ = [
     "set_state",
     "state",
     "step",
+    "stream",
     "subagent",
     "subagent_with",
     "think",

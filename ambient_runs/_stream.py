@@ -1,0 +1,341 @@
+"""
+`stream`: run an agent in its own task and iterate over its events as they happen.
+
+The run's sink appends to a buffer; the consumer pops from it. Emitters are
+synchronous and never block, so the buffer is bounded the way
+`asyncio.StreamWriter` bounds its own: the agent awaits `ambient_runs.drain`
+(`Run.drain`, which `MessageHandle.astream` awaits after every chunk), and that
+waits while the buffer holds more than the high-water mark. Closing the stream
+early cancels the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import attrs
+
+from ambient_runs import events as ev
+from ambient_runs._handles import _code_of
+from ambient_runs._run import Run
+
+if TYPE_CHECKING:
+    from typing import Self
+
+__all__ = ("Agent", "EventStream", "StreamStatistics", "stream")
+
+_log = logging.getLogger("ambient_runs")
+
+Agent: TypeAlias = Callable[[Run], Awaitable[Any]]
+"""An agent: an async callable taking the `Run`; what it returns is the run's result."""
+
+_TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
+
+
+def stream(
+    agent: Agent,
+    input: ev.RunAgentInput | Mapping[str, Any],
+    *,
+    buffer: int = 1024,
+    **run_options: Any,
+) -> EventStream:
+    """
+    Run *agent* under a new `Run` in its own task and iterate over its events.
+
+    Events arrive in emit order, from ``RUN_STARTED`` to exactly one terminal
+    event. What *agent* returns, when not None, becomes ``RUN_FINISHED.result``
+    (through `Run.finish_with`). The agent task starts on the first iteration.
+
+    - **Errors.** An exception in *agent* ends the stream with ``RUN_ERROR``
+      (message, and the exception's ``code`` or class name); it is logged on
+      the ``ambient_runs`` logger and *not* raised to the consumer: the stream is
+      the report. If the run could not even send its terminal event, the stream
+      supplies the ``RUN_ERROR`` itself.
+    - **Backpressure.** Emitting never blocks; `ambient_runs.drain` (and
+      `MessageHandle.astream`, after each chunk) waits while more than *buffer*
+      events are waiting for the consumer, until it has taken half of them.
+      Between two drains the buffer grows by whatever the agent emits.
+    - **Closing early.** `EventStream.aclose`, a consumer task cancelled while it
+      waits for an event, or dropping the stream cancels the agent task (the
+      run ends with a ``cancelled`` outcome, which nobody reads) and, except for
+      dropping, waits for it to end.
+
+    Args:
+        agent: An async callable taking the `Run`.
+        input: The request, a `RunAgentInput` or its wire form (a dict).
+        buffer: The high-water mark: how many undelivered events make
+            `Run.drain` wait.
+        run_options: Passed to `Run` (*transformers*, *verify*, *state*,
+            *echo_input*); not *sink*, which the stream owns.
+
+    Returns:
+        An async iterator of the run's events.
+
+    Raises:
+        InvalidInputError: *input* is a dict that is not a valid RunAgentInput.
+        TypeError: *run_options* holds *sink*.
+        ValueError: *buffer* is negative.
+
+    .. versionadded:: 0.1.0
+    """
+    if "sink" in run_options:
+        msg = "stream() owns the run's sink; consume the stream instead of passing sink="
+        raise TypeError(msg)
+    if buffer < 0:
+        msg = f"buffer must be >= 0, not {buffer}"
+        raise ValueError(msg)
+    channel = _Channel(buffer)
+    run = Run(input, sink=channel.push, **run_options)
+    run._drain_hook = channel.drain
+    return EventStream(agent, run, channel)
+
+
+@attrs.frozen(kw_only=True)
+class StreamStatistics:
+    """
+    How full an `EventStream`'s buffer is, and has been.
+
+    Attributes:
+        buffered: Events waiting for the consumer now.
+        max_buffered: The most that ever waited at once.
+        high_water: The mark above which `Run.drain` waits.
+
+    .. versionadded:: 0.1.0
+    """
+
+    buffered: int
+    max_buffered: int
+    high_water: int
+
+
+class _Channel:
+    """
+    The buffer between the run's sink and the consumer, and the two waiters on it.
+
+    Kept apart from `EventStream` so the agent task (which holds the sink) does
+    not keep the stream alive: a dropped stream is collected, and cancels it.
+    """
+
+    __slots__ = (
+        "buffer",
+        "closed",
+        "high_water",
+        "loop",
+        "low_water",
+        "max_buffered",
+        "reader",
+        "thread",
+        "writer",
+    )
+
+    def __init__(self, high_water: int) -> None:
+        self.buffer: collections.deque[ev.BaseEvent] = collections.deque()
+        self.high_water = high_water
+        self.low_water = high_water // 2
+        self.max_buffered = 0
+        self.closed = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: int | None = None
+        self.reader: asyncio.Future[None] | None = None
+        self.writer: asyncio.Future[None] | None = None
+
+    def push(self, event: ev.BaseEvent) -> None:
+        """The run's sink: buffer *event* and wake the consumer. Any thread."""
+        buffer = self.buffer
+        buffer.append(event)
+        size = len(buffer)
+        if size > self.max_buffered:
+            self.max_buffered = size
+        reader = self.reader
+        if reader is not None and not reader.done():
+            self.wake_reader_from_any_thread(reader)
+
+    def wake_reader_from_any_thread(self, reader: asyncio.Future[None]) -> None:
+        if threading.get_ident() == self.thread:
+            reader.set_result(None)
+        elif self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(_resolve, reader)
+
+    def wake_reader(self, _: object = None) -> None:
+        """Wake the consumer (the agent task ended). On the loop thread."""
+        reader = self.reader
+        if reader is not None:
+            _resolve(reader)
+
+    def wake_writer(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            _resolve(writer)
+
+    async def drain(self) -> None:
+        """The run's drain hook: wait while more than the high-water mark is buffered."""
+        if len(self.buffer) <= self.high_water or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:  # an agent driving its own loop in a thread: no backpressure
+            return
+        while len(self.buffer) > self.high_water and not self.closed:
+            writer = self.writer
+            if writer is None or writer.done():
+                writer = self.writer = loop.create_future()
+            await writer
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _drive(agent: Agent, run: Run) -> None:
+    async with run:
+        result = await agent(run)
+        if result is not None:
+            run.finish_with(result)
+
+
+class EventStream:
+    """
+    The events of one run, as an async iterator; what `stream` returns.
+
+    Iterate with ``async for``; close early with `aclose` (or
+    ``contextlib.aclosing``), which cancels the agent task and waits for it.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_agent", "_channel", "_done", "_last", "_reported", "_task", "run")
+
+    def __init__(self, agent: Agent, run: Run, channel: _Channel) -> None:
+        self._agent = agent
+        #: The `Run` the agent runs under.
+        self.run = run
+        self._channel = channel
+        self._task: asyncio.Task[None] | None = None
+        self._last: ev.BaseEvent | None = None
+        self._done = False
+        self._reported = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._done else "running" if self._task is not None else "not started"
+        return f"<EventStream run={self.run.run_id!r} {state}>"
+
+    def statistics(self) -> StreamStatistics:
+        """
+        Return how full the buffer is and has been.
+
+        .. versionadded:: 0.1.0
+        """
+        channel = self._channel
+        return StreamStatistics(
+            buffered=len(channel.buffer),
+            max_buffered=channel.max_buffered,
+            high_water=channel.high_water,
+        )
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ev.BaseEvent:
+        channel = self._channel
+        buffer = channel.buffer
+        if not buffer:
+            await self._wait()
+        event = buffer.popleft()
+        if channel.writer is not None and len(buffer) <= channel.low_water:
+            channel.wake_writer()
+        self._last = event
+        return event
+
+    async def _wait(self) -> None:
+        """Wait until an event is buffered; raise StopAsyncIteration at the end."""
+        if self._done:
+            raise StopAsyncIteration
+        task = self._task or self._start()
+        channel = self._channel
+        loop = task.get_loop()
+        while not channel.buffer:
+            if task.done():
+                self._end(task)
+                if channel.buffer:  # the RUN_ERROR the run could not send
+                    return
+                raise StopAsyncIteration
+            reader = channel.reader = loop.create_future()
+            if channel.buffer or task.done():  # it came between the check and the future
+                continue
+            try:
+                await reader
+            except asyncio.CancelledError:
+                await self.aclose()
+                raise
+            finally:
+                channel.reader = None
+
+    def _start(self) -> asyncio.Task[None]:
+        loop = asyncio.get_running_loop()
+        channel = self._channel
+        channel.loop = loop
+        channel.thread = threading.get_ident()
+        task = self._task = loop.create_task(
+            _drive(self._agent, self.run), name=f"ambient_runs.stream {self.run.run_id}"
+        )
+        task.add_done_callback(channel.wake_reader)
+        return task
+
+    def _end(self, task: asyncio.Task[None]) -> None:
+        """The agent task ended and everything was read: report how, once."""
+        self._done = True
+        self._channel.closed = True
+        error = self._report(task)
+        if not isinstance(self._last, _TERMINAL):
+            # The run ended without its terminal event (it failed to start, or to send
+            # it, or was cancelled before it began): the stream still ends well formed.
+            if error is not None:
+                message, code = str(error) or type(error).__name__, _code_of(error)
+            elif task.cancelled():
+                message, code = "the agent was cancelled before the run finished", "cancelled"
+            else:
+                message, code = "the agent ended without finishing the run", "incomplete"
+            self._channel.buffer.append(ev.RunErrorEvent(message=message, code=code))
+
+    def _report(self, task: asyncio.Task[None]) -> BaseException | None:
+        """Retrieve the agent task's exception and log it (once)."""
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not self._reported:
+            self._reported = True
+            name = getattr(self._agent, "__qualname__", None) or repr(self._agent)
+            _log.error("agent %s of run %r failed", name, self.run.run_id, exc_info=error)
+        return error
+
+    async def aclose(self) -> None:
+        """
+        Stop early: cancel the agent task, wait for it to end, drop what is buffered.
+
+        Closing a finished or closed stream does nothing.
+
+        .. versionadded:: 0.1.0
+        """
+        self._done = True
+        channel = self._channel
+        channel.closed = True
+        channel.wake_writer()
+        task = self._task
+        if task is not None and not task.done():
+            self.run.cancel()
+            task.cancel()
+            await asyncio.wait((task,))
+        if task is not None:
+            self._report(task)
+        channel.buffer.clear()
+
+    def __del__(self) -> None:
+        # Dropped without aclose (a `break` out of `async for`): cancel the agent.
+        task = self._task
+        if task is not None and not task.done():
+            loop = task.get_loop()
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(task.cancel)

@@ -1,0 +1,127 @@
+"""
+Server-sent events framing for AG-UI: pure encoders, no I/O.
+
+Each event becomes one ``data:`` line holding its compact JSON and a blank line
+(LF only): the same bytes as the official Python ``EventEncoder``. A transport
+writes them to its response; `ambient_runs.asgi` is one such transport::
+
+    async for frame in sse.frames(ambient_runs.stream(agent, input), keep_alive=15):
+        await response.write(frame)
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+
+from ambient_runs import events as ev
+from ambient_runs._wire import encode_json
+
+__all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "encode", "frames")
+
+CONTENT_TYPE = "text/event-stream"
+"""
+The response media type of an AG-UI SSE stream.
+
+.. versionadded:: 0.1.0
+"""
+
+KEEP_ALIVE = b": keep-alive\n\n"
+"""
+An SSE comment: clients ignore it, proxies see traffic.
+
+.. versionadded:: 0.1.0
+"""
+
+
+def encode(event: ev.BaseEvent) -> bytes:
+    """
+    Return *event* as one SSE frame: ``b"data: " + JSON + b"\\n\\n"``.
+
+    The JSON is compact, single-line UTF-8, with absent optional fields left out:
+    byte for byte what the official ``EventEncoder`` writes.
+
+    Args:
+        event: Any AG-UI event.
+
+    Returns:
+        The frame.
+
+    Raises:
+        InvalidEventError: *event* holds something JSON cannot carry.
+
+    .. versionadded:: 0.1.0
+    """
+    return b"data: " + encode_json(event) + b"\n\n"
+
+
+def frames(
+    events: AsyncIterable[ev.BaseEvent], *, keep_alive: float | None = None
+) -> AsyncGenerator[bytes, None]:
+    """
+    Encode each event of *events* as an SSE frame, as it arrives.
+
+    With *keep_alive*, a `KEEP_ALIVE` comment goes out after every *keep_alive*
+    seconds without an event, so proxies and load balancers keep an idle stream
+    open while the agent thinks. Waiting for an event is never interrupted: the
+    pending ``__anext__`` runs in a task of its own and is only cancelled when
+    the frames are closed.
+
+    Closing the returned iterator (``aclose``) closes *events* too, when it has
+    an ``aclose``: for an `ambient_runs.stream`, that cancels the agent.
+
+    Args:
+        events: The events, e.g. `ambient_runs.stream`'s.
+        keep_alive: Seconds of silence before a keep-alive comment; None for none.
+
+    Returns:
+        An async generator of frames (bytes).
+
+    Raises:
+        ValueError: *keep_alive* is not positive.
+
+    .. versionadded:: 0.1.0
+    """
+    if keep_alive is not None and not keep_alive > 0:
+        msg = f"keep_alive must be a positive number of seconds or None, not {keep_alive!r}"
+        raise ValueError(msg)
+    return _frames(aiter(events), keep_alive)
+
+
+async def _frames(
+    events: AsyncIterator[ev.BaseEvent], keep_alive: float | None
+) -> AsyncGenerator[bytes, None]:
+    pending: asyncio.Task[ev.BaseEvent | None] | None = None
+    try:
+        if keep_alive is None:
+            async for event in events:
+                yield encode(event)
+            return
+        while True:
+            if pending is None:
+                pending = asyncio.create_task(_next(events))
+            done, _ = await asyncio.wait((pending,), timeout=keep_alive)
+            if not done:
+                yield KEEP_ALIVE
+                continue
+            arrived = pending.result()
+            pending = None
+            if arrived is None:
+                return
+            yield encode(arrived)
+    finally:
+        if pending is not None:
+            pending.cancel()
+            await asyncio.wait((pending,))
+            if not pending.cancelled():
+                pending.exception()  # the stream is being closed; nobody wants it now
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _next(events: AsyncIterator[ev.BaseEvent]) -> ev.BaseEvent | None:
+    """Return the next event, or None at the end (a task cannot end in StopAsyncIteration)."""
+    return await anext(events, None)

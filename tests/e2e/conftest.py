@@ -1,0 +1,22 @@
+"""Fixtures for the end-to-end tests: the real @ag-ui/client under Node, a real uvicorn."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# `_node` lives in tests/, which is on sys.path only when a module there was collected first.
+_TESTS = str(Path(__file__).resolve().parent.parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+
+from _node import ensure_node_modules, node_available  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _node_modules() -> None:
+    """Install the pinned npm packages once, before any client runs (when Node is there)."""
+    if node_available():
+        ensure_node_modules()

@@ -1,0 +1,47 @@
+"""End to end: the demo's research agent, served by uvicorn, run by the real client."""
+
+from __future__ import annotations
+
+import asyncio
+
+from _node import aclient_run
+from _uvicorn_server import E2E, serving
+
+from ambient_runs._demo import research_agent
+from ambient_runs.asgi import AgentApp
+
+pytestmark = E2E
+
+
+class TestDemoServed:
+    async def test_client_accepts_the_demo_run(self) -> None:
+        """The real client runs the demo cleanly: three researchers, full state, the answer."""
+        question = {"id": "u1", "role": "user", "content": "Heat pump or boiler?"}
+        run_input = {"threadId": "demo", "runId": "demo-1", "messages": [question]}
+
+        async with serving(AgentApp(research_agent(pace=0.2), keep_alive=15)) as url:
+            async with asyncio.timeout(60):
+                result = await aclient_run(url, [{"input": run_input}])
+
+        [run] = result["runs"]
+        assert (None, None, [], []) == (
+            run["error"],
+            run["runFailed"],
+            run["warnings"],
+            run["consoleErrors"],
+        )
+        started = [e for e in run["appliedEvents"] if e["type"] == "SUBAGENT_STARTED"]
+        assert ["researcher"] * 3 == [e["name"] for e in started]
+        state = result["state"]
+        assert ("Heat pump or boiler?", "answered", 6) == (
+            state["question"],
+            state["status"],
+            state["sources"],
+        )
+        assert {"efficiency", "cost", "emissions"} == set(state["findings"])
+        researched = {m.get("subagentRunId") for m in result["messages"] if m["role"] == "tool"}
+        assert {e["subagentRunId"] for e in started} == researched
+        [finished] = run["runFinished"]
+        answer = result["messages"][-1]
+        assert (finished["result"]["answer"], "assistant") == (answer["content"], answer["role"])
+        assert "subagentRunId" not in answer

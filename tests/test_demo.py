@@ -1,0 +1,186 @@
+"""Tests for the demo: ``python -m ambient_runs demo`` and its scripted agent."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ambient_runs import events as ev
+from ambient_runs._demo import DEFAULT_QUESTION, main, research_agent
+from ambient_runs._stream import stream
+from ambient_runs.asgi import AgentApp
+from ambient_runs.testing import assert_valid, make_input
+
+SUMMARY = re.compile(r"^summary: (\d+) events, 3 subagents, \d+\.\d\d s$")
+
+
+class Terminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        """Pretend to be a terminal."""
+        return True
+
+
+def run_demo(*args: str, out: io.StringIO | None = None) -> tuple[int, str]:
+    """Run the demo in-process at full speed; return its status and output."""
+    out = io.StringIO() if out is None else out
+    status = main(["demo", "--pace", "0", *args], out=out)
+    return status, out.getvalue()
+
+
+class TestDemoTree:
+    def test_prints_three_researchers_and_a_summary(self) -> None:
+        """The tree shows the planner, the three researchers and a one-line summary."""
+        status, output = run_demo()
+
+        lines = output.splitlines()
+        assert 0 == status
+        assert "run demo-run (thread demo-thread)" == lines[0]
+        for n, angle in enumerate(("efficiency", "cost", "emissions"), 1):
+            assert f"      researcher#{n}  started: Looks into {angle}" in lines
+        assert any(line.startswith("  planner  says: Yes,") for line in lines)
+        assert "run finished: success" == lines[-2]
+        assert SUMMARY.match(lines[-1]), lines[-1]
+
+    def test_indents_subagents_by_nesting(self) -> None:
+        """Researcher lines sit one level deeper than the planner's."""
+        _, output = run_demo()
+
+        lines = output.splitlines()
+        researcher = {len(x) - len(x.lstrip()) for x in lines if "researcher#" in x}
+        planner = {len(x) - len(x.lstrip()) for x in lines if "planner" in x}
+        assert ({2}, {6}) == (planner, researcher)
+
+    def test_colours_a_terminal(self) -> None:
+        """On a terminal the tree is coloured with ANSI codes."""
+        _, output = run_demo(out=Terminal())
+
+        assert "\x1b[" in output
+
+    def test_no_color_turns_colour_off(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """NO_COLOR disables colour even on a terminal."""
+        monkeypatch.setenv("NO_COLOR", "1")
+        _, output = run_demo(out=Terminal())
+
+        assert "\x1b[" not in output
+
+    def test_plain_output_is_not_coloured(self) -> None:
+        """Output that is not a terminal (a pipe, a file) carries no ANSI codes."""
+        _, output = run_demo()
+
+        assert "\x1b[" not in output
+
+    def test_runs_as_a_module(self) -> None:
+        """``python -m ambient_runs demo`` runs and ends with the summary."""
+        done = subprocess.run(
+            [sys.executable, "-m", "ambient_runs", "demo", "--pace", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={"NO_COLOR": "1"},
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+
+        assert (0, "") == (done.returncode, done.stderr)
+        assert SUMMARY.match(done.stdout.splitlines()[-1])
+
+
+class TestDemoJson:
+    def test_frames_parse_into_a_valid_stream(self) -> None:
+        """--json prints SSE frames that parse into one valid AG-UI run."""
+        out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+        status = main(["demo", "--pace", "0", "--json"], out=out)
+        out.flush()
+        raw = out.buffer.getvalue()  # type: ignore[attr-defined]
+
+        blocks = raw.split(b"\n\n")
+        events = [json.loads(b.removeprefix(b"data: ")) for b in blocks if b]
+        assert (0, b"") == (status, blocks[-1])
+        assert all(b.startswith(b"data: {") for b in blocks[:-1])
+        assert_valid(events)
+        names = [e["name"] for e in events if e["type"] == "SUBAGENT_STARTED"]
+        assert ["researcher"] * 3 == names
+        assert "RUN_FINISHED" == events[-1]["type"]
+
+
+class TestDemoCommandLine:
+    def test_help_explains_each_option(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``demo --help`` documents every option."""
+        with pytest.raises(SystemExit) as exited:
+            main(["demo", "--help"])
+
+        text = capsys.readouterr().out
+        assert 0 == exited.value.code
+        for option in ("--json", "--serve", "--host", "--port", "--pace", "--question"):
+            assert option in text
+
+    @pytest.mark.parametrize(
+        "args",
+        [["--port", "9000"], ["--host", "0.0.0.0"], ["--json", "--serve"], ["--pace", "-1"], []],
+        ids=["port", "host", "json+serve", "pace", "no-command"],
+    )
+    def test_bad_arguments_exit_2(
+        self, args: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Options that make no sense together are usage errors."""
+        with pytest.raises(SystemExit) as exited:
+            main(["demo", *args] if args else [])
+
+        assert 2 == exited.value.code
+        assert "error:" in capsys.readouterr().err
+
+    def test_serve_without_uvicorn_says_how_to_install_it(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--serve without uvicorn fails clearly, naming the install command."""
+        monkeypatch.setitem(sys.modules, "uvicorn", None)
+
+        status = main(["demo", "--serve"])
+
+        assert 2 == status
+        assert "pip install uvicorn" in capsys.readouterr().err
+
+    def test_serve_runs_uvicorn_on_localhost(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--serve hands an AgentApp to uvicorn, bound to 127.0.0.1:8000 unless told."""
+        calls: list[tuple[Any, dict[str, Any]]] = []
+        fake = types.ModuleType("uvicorn")
+        fake.run = lambda app, **kwargs: calls.append((app, kwargs))  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "uvicorn", fake)
+
+        main(["demo", "--serve"])
+        main(["demo", "--serve", "--host", "::1", "--port", "9001"])
+
+        [(app, default), (_, chosen)] = calls
+        assert isinstance(app, AgentApp)
+        assert ({"host": "127.0.0.1", "port": 8000}, {"host": "::1", "port": 9001}) == (
+            default,
+            chosen,
+        )
+
+
+class TestResearchAgent:
+    async def test_stream_is_valid_and_state_complete(self) -> None:
+        """The agent's run is valid AG-UI; the state ends with three findings, answered."""
+        events = [e async for e in stream(research_agent(0), make_input(user="heat?"))]
+
+        assert_valid(events)
+        [*_, last] = events
+        assert isinstance(last, ev.RunFinishedEvent)
+        assert ["efficiency", "cost", "emissions"] == [r["angle"] for r in last.result["research"]]
+
+    async def test_uses_the_default_question_without_a_user_message(self) -> None:
+        """With no user message the planner researches the default question."""
+        events = [e async for e in stream(research_agent(0), make_input())]
+
+        [snapshot] = [e for e in events if isinstance(e, ev.StateSnapshotEvent)]
+        assert DEFAULT_QUESTION == snapshot.snapshot["question"]
