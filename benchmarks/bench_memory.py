@@ -1,0 +1,215 @@
+"""
+Memory under a slow consumer: peak RSS growth while streaming *n_events* events.
+
+In a fresh subprocess (so the peak belongs to this measurement alone), an agent
+run through ``ambient_runs.stream`` (verification on) writes *n_events* deltas
+to a message as fast as it can, awaiting ``ambient_runs.drain()`` every
+*drain_every* events. The consumer is slower: for each event it encodes the SSE
+frame and awaits ``asyncio.sleep(0)`` (a socket write that yields), so between
+two of its reads the agent gets to emit a burst. Only backpressure keeps the
+buffer bounded.
+
+Peak RSS is read after a short warm-up stream and again at the end; the growth
+is the figure. The peak is ``/proc/self/status``'s ``VmHWM`` on Linux (not
+``ru_maxrss``, which a child inherits from its parent across ``exec``), and
+``resource.getrusage(RUSAGE_SELF).ru_maxrss`` elsewhere; ``VmRSS`` is also
+sampled during the stream where available. A control run (in its
+own subprocess: the same *n_events* events, the agent never draining) shows
+what the same measurement reports when nothing bounds the buffer.
+
+Target: growth < 64 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TITLE = "memory under a slow consumer (stream + drain, peak RSS growth)"
+
+_DELTA = "token "
+
+
+def _status_mb(field: str) -> float | None:
+    """A ``/proc/self/status`` memory field (``VmRSS``, ``VmHWM``) in MB; None without /proc."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _rss_now_mb() -> float | None:
+    return _status_mb("VmRSS")
+
+
+def _maxrss_mb() -> float:
+    """
+    This process's peak RSS in MB.
+
+    Linux's ``VmHWM`` when there is one: ``ru_maxrss`` survives ``exec``, so in a
+    child spawned (vfork + exec) by a large parent it starts at the parent's size
+    and hides any growth below that. Elsewhere ``ru_maxrss``.
+    """
+    peak = _status_mb("VmHWM")
+    if peak is not None:
+        return peak
+    rusage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rusage / (1024 * 1024) if sys.platform == "darwin" else rusage / 1024
+
+
+async def _stream_once(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
+    import ambient_runs as ar
+    from ambient_runs import _stream, sse
+    from ambient_runs import events as ev
+    from benchmarks import INPUT
+
+    stream = getattr(ar, "stream", _stream.stream)  # the module's until it is exported
+
+    async def agent(run: Any) -> None:
+        async with ar.subagent("producer"):
+            with ar.message() as handle:
+                write = handle.write
+                for i in range(1, n_events + 1):
+                    write(_DELTA)
+                    if drain_every and i % drain_every == 0:
+                        await ar.drain()
+
+    events = stream(agent, INPUT, buffer=buffer, verify=True)
+    received = 0
+    encoded_bytes = 0
+    sampled_peak = 0.0
+    last: Any = None
+    start = time.perf_counter()
+    async for event in events:
+        encoded_bytes += len(sse.encode(event))
+        received += 1
+        last = event
+        await asyncio.sleep(0)
+        if received % 20_000 == 0:
+            now = _rss_now_mb()
+            if now is not None and now > sampled_peak:
+                sampled_peak = now
+    elapsed = time.perf_counter() - start
+    stats = events.statistics()
+    return {
+        "received": received,
+        "encoded_bytes": encoded_bytes,
+        "last_event": type(last).__name__,
+        "finished": isinstance(last, ev.RunFinishedEvent),
+        "max_buffered": stats.max_buffered,
+        "high_water": stats.high_water,
+        "elapsed_s": elapsed,
+        "sampled_peak_rss_mb": sampled_peak or None,
+    }
+
+
+def child(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
+    """The measurement, in this process: warm up, then stream and compare peak RSS."""
+    asyncio.run(_stream_once(min(2000, n_events), drain_every, buffer))  # imports, caches
+    before_peak, before_now = _maxrss_mb(), _rss_now_mb()
+    result = asyncio.run(_stream_once(n_events, drain_every, buffer))
+    after_peak = _maxrss_mb()
+    result.update(
+        n_events=n_events,
+        drain_every=drain_every,
+        buffer=buffer,
+        peak_rss_before_mb=before_peak,
+        rss_before_mb=before_now,
+        peak_rss_after_mb=after_peak,
+        peak_rss_growth_mb=after_peak - before_peak,
+    )
+    return result
+
+
+def _in_subprocess(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_memory",
+        "--child",
+        str(n_events),
+        "--drain-every",
+        str(drain_every),
+        "--buffer",
+        str(buffer),
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory child failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def run(n_events: int = 1_000_000, drain_every: int = 100, buffer: int = 1024) -> dict[str, Any]:
+    """Measure in a subprocess; also a control (the same events, no drain) in another."""
+    measured = _in_subprocess(n_events, drain_every, buffer)
+    control = _in_subprocess(n_events, 0, buffer)
+    growth = measured["peak_rss_growth_mb"]
+    return {
+        "title": TITLE,
+        "params": {"n_events": n_events, "drain_every": drain_every, "buffer": buffer},
+        "unit": "event",
+        "samples": {},
+        "figures": [
+            {
+                "name": f"memory: peak RSS growth, {n_events:,} events",
+                "values": [growth],
+                "unit": "MB",
+                "target": {"op": "<", "value": 64.0},
+                "note": "one measurement in a fresh subprocess",
+            },
+            {
+                "name": f"memory control: {control['n_events']:,} events, no drain",
+                "values": [control["peak_rss_growth_mb"]],
+                "unit": "MB",
+                "target": None,
+                "note": "nothing bounds the buffer: shows the measurement sees growth",
+            },
+        ],
+        "absolute": {
+            "events streamed": (
+                f"{measured['received']:,} ({measured['encoded_bytes']:,} SSE bytes)"
+            ),
+            "stream time": f"{measured['elapsed_s']:.1f} s",
+            "peak RSS before/after": (
+                f"{measured['peak_rss_before_mb']:.1f} / {measured['peak_rss_after_mb']:.1f} MB"
+            ),
+            "max buffered / high water": f"{measured['max_buffered']} / {measured['high_water']}",
+            "control max buffered": f"{control['max_buffered']:,}",
+        },
+        "checks": {
+            "all_events_received": measured["received"] == n_events + 6,
+            "ended_with_run_finished": measured["finished"],
+            "buffer_bounded": measured["max_buffered"] <= buffer + drain_every,
+        },
+        "measured": measured,
+        "control": control,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="memory benchmark child")
+    parser.add_argument("--child", type=int, required=True, metavar="N_EVENTS")
+    parser.add_argument("--drain-every", type=int, default=100)
+    parser.add_argument("--buffer", type=int, default=1024)
+    args = parser.parse_args(argv)
+    print(json.dumps(child(args.child, args.drain_every, args.buffer)))
+    return 0
+
+
+if __name__ == "__main__":
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
