@@ -24,8 +24,14 @@ import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._wire import json_form
-from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, ResultWarning
+from ambient_runs._wire import check_json, json_form, wire_form
+from ambient_runs.errors import (
+    HandleClosedError,
+    HandleWarning,
+    InvalidEventError,
+    LeftOpenWarning,
+    ResultWarning,
+)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -414,13 +420,12 @@ class ActivityHandle(_Handle):
     def update(self, content: Any) -> None:
         """Publish *content* (a JSON object, attrs instance or dataclass) as the new content."""
         self._check_open()
-        wire = json_form(content)
         run, owner = self._run, self._owner
         with run._lock:
-            change = self.tracker.publish(wire)
+            change = tracked_change(self.tracker, content)
             if change is None:
                 return
-            kind, payload = cast(tuple[str, Any], change)
+            kind, payload = change
             if kind == "snapshot":
                 run._send(
                     ev.ActivitySnapshotEvent(
@@ -458,6 +463,28 @@ def _open_scope_of(run: Run, owner: str | None) -> Any:
                     return handle
                 pending.extend(handle._children.values())
     return None
+
+
+def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
+    """
+    Publish *value* through a `StateTracker`: what to send, or None when nothing changed.
+
+    Only what goes out is checked for a JSON form: the whole value for a snapshot,
+    the operations for a delta, so an unchanged megabyte costs no encoding. When
+    that check fails, the tracker is reset (the next publish is a snapshot) and
+    `InvalidEventError` is raised.
+    """
+    try:
+        change = tracker.publish(wire_form(value))
+        if change is not None:
+            check_json(change[1], value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        tracker.reset()
+        if isinstance(exc, InvalidEventError):
+            raise
+        msg = f"{type(value).__name__} has no JSON form: {exc}"
+        raise InvalidEventError(msg) from None
+    return cast("tuple[str, Any] | None", change)
 
 
 def _operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, ...]:

@@ -15,7 +15,7 @@ import itertools
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
@@ -582,16 +582,16 @@ class Run(Emitters):
 def publish_state_in(frame: Frame) -> None:
     """Publish the run's state, attributed (as provenance) to *frame*'s owner."""
     from ambient_runs._diff import StateTracker
-    from ambient_runs._handles import _operations
+    from ambient_runs._handles import _operations, tracked_change
 
     run = frame.run
     with run._lock:
         if run._tracker is None:
             run._tracker = StateTracker()
-        change = run._tracker.publish(json_form(run._state))
+        change = tracked_change(run._tracker, run._state)
         if change is None:
             return
-        kind, payload = cast(tuple[str, Any], change)
+        kind, payload = change
         if kind == "snapshot":
             run._send(ev.StateSnapshotEvent(snapshot=payload, subagent_run_id=frame.owner))
         else:

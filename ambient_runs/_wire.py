@@ -45,12 +45,14 @@ from ambient_runs import events as ev
 from ambient_runs.errors import InvalidEventError, InvalidInputError, InvalidJSONError
 
 __all__ = (
+    "check_json",
     "encode_json",
     "json_form",
     "from_wire",
     "parse_input",
     "parse_input_json",
     "to_wire",
+    "wire_form",
     "wire_name",
 )
 
@@ -381,12 +383,26 @@ def json_form(value: Any) -> Any:
 
     .. versionadded:: 0.1.0
     """
-    wire = value if type(value) in _JSON_TYPES else to_wire(value)
+    wire = wire_form(value)
+    check_json(wire, value)
+    return wire
+
+
+def wire_form(value: Any) -> Any:
+    """Return *value*'s JSON form like `json_form`, without checking that it is JSON."""
+    return value if type(value) in _JSON_TYPES else to_wire(value)
+
+
+def check_json(wire: Any, source: Any = None) -> None:
+    """
+    Raise `InvalidEventError` unless *wire* can be written as JSON.
+
+    *source* names the value in the message (default: *wire* itself).
+    """
     try:
         _dumps(wire)
     except (TypeError, ValueError, RecursionError) as exc:
-        _bad_json(value, str(exc))
-    return wire
+        _bad_json(wire if source is None else source, str(exc))
 
 
 _JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
