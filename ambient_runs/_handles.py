@@ -126,42 +126,18 @@ class _Handle:
             self.end()
 
 
-def _make_content_event() -> Callable[[str, str, str | None], ev.TextMessageContentEvent]:
-    """
-    Return ``make(message_id, delta, owner)``: a TEXT_MESSAGE_CONTENT without attrs' ``__init__``.
-
-    `MessageHandle.write` is the hottest emitter, and the generic constructor
-    (keyword parsing, a validator per field) is a third of its cost. The owner
-    was validated when the message opened, and `write` only calls this when
-    *delta* and the message id are exactly strs, so every validator would pass: the
-    fields are set directly, the others to their defaults, giving an object equal
-    to the constructor's. Should the class ever gain a field without a plain
-    default, or a post-init hook, the constructor is used instead.
-    """
-    cls = ev.TextMessageContentEvent
-
-    def construct(message_id: str, delta: str, owner: str | None) -> ev.TextMessageContentEvent:
-        return cls(message_id=message_id, delta=delta, subagent_run_id=owner)
-
-    given = {"message_id": "message_id", "delta": "delta", "subagent_run_id": "owner"}
-    namespace: dict[str, Any] = {"new": object.__new__, "put": object.__setattr__, "cls": cls}
-    lines = ["def make(message_id, delta, owner):", "    o = new(cls)"]
-    for a in attrs.fields(cls):
-        if a.name in given:
-            value = given.pop(a.name)
-        elif a.default is attrs.NOTHING or isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
-            return construct
-        else:
-            namespace[f"default_{a.name}"] = a.default
-            value = f"default_{a.name}"
-        lines.append(f"    put(o, {a.name!r}, {value})")
-    if given or hasattr(cls, "__attrs_post_init__"):
-        return construct
-    exec("\n".join([*lines, "    return o"]), namespace)
-    return cast(Callable[[str, str, "str | None"], ev.TextMessageContentEvent], namespace["make"])
-
-
-_content_event = _make_content_event()
+#: Trusted constructors for the hot paths (see `events.unchecked`).
+_content_event = ev.unchecked(ev.TextMessageContentEvent, "message_id", "delta", "subagent_run_id")
+_subagent_started = ev.unchecked(
+    ev.SubagentStartedEvent,
+    "subagent_run_id",
+    "name",
+    "description",
+    "parent_subagent_run_id",
+    "parent_tool_call_id",
+    "parent_message_id",
+)
+_subagent_finished = ev.unchecked(ev.SubagentFinishedEvent, "subagent_run_id", "result")
 
 
 class MessageHandle(_Handle):
@@ -815,6 +791,38 @@ class Subagent(Emitters):
         parent_subagent_run_id: str | None = None,
         parent: Frame | None = None,
     ) -> None:
+        # Checked once here, so each invocation's announcement can skip the checks.
+        for field, value in (
+            ("name", name),
+            ("description", description),
+            ("id", id),
+            ("parent_tool_call_id", parent_tool_call_id),
+            ("parent_message_id", parent_message_id),
+            ("parent_subagent_run_id", parent_subagent_run_id),
+        ):
+            if not isinstance(value, str) and (value is not None or field == "name"):
+                msg = f"subagent {field} must be a string, got {value!r}"
+                raise InvalidEventError(msg)
+        self._setup(
+            name,
+            description,
+            id,
+            parent_tool_call_id,
+            parent_message_id,
+            parent_subagent_run_id,
+            parent,
+        )
+
+    def _setup(
+        self,
+        name: str,
+        description: str | None,
+        id: str | None,
+        parent_tool_call_id: str | None,
+        parent_message_id: str | None,
+        parent_subagent_run_id: str | None,
+        parent: Frame | None,
+    ) -> None:
         self.name = name
         self.description = description
         self._id = id
@@ -854,15 +862,17 @@ class Subagent(Emitters):
 
     def _fresh(self) -> Subagent:
         """A new invocation with this one's configuration (what a decorator call makes)."""
-        return Subagent(
+        fresh = Subagent.__new__(Subagent)  # checked when this one was made: skip __init__
+        fresh._setup(
             self.name,
-            description=self.description,
-            id=self._id,
-            parent_tool_call_id=self.parent_tool_call_id,
-            parent_message_id=self.parent_message_id,
-            parent_subagent_run_id=self._parent_subagent_run_id,
-            parent=self._bound_parent,
+            self.description,
+            self._id,
+            self.parent_tool_call_id,
+            self.parent_message_id,
+            self._parent_subagent_run_id,
+            self._bound_parent,
         )
+        return fresh
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -882,13 +892,13 @@ class Subagent(Emitters):
         self._started = True
         self._frame = parent.with_subagent(self)
         self._scope_parent = parent.subagent if parent.subagent is not None else run
-        announce = ev.SubagentStartedEvent(
-            subagent_run_id=self._id,
-            name=self.name,
-            description=self.description,
-            parent_subagent_run_id=self._parent_subagent_run_id or parent.owner,
-            parent_tool_call_id=self.parent_tool_call_id,
-            parent_message_id=self.parent_message_id,
+        announce = _subagent_started(
+            self._id,
+            self.name,
+            self.description,
+            self._parent_subagent_run_id or parent.owner,
+            self.parent_tool_call_id,
+            self.parent_message_id,
         )
         with run._lock:
             run._send(announce)
@@ -924,6 +934,8 @@ class Subagent(Emitters):
         return self._run
 
     def _close_children(self, *, quietly: bool) -> None:
+        if not self._children:
+            return
         for child in reversed(list(self._children.values())):
             if not child.ended:
                 child._abandon(quietly=quietly)
@@ -988,7 +1000,7 @@ class Subagent(Emitters):
         sid = self._id or ""
         if exc is None:
             payload = _result_form(result, self.name)
-            self._end(ev.SubagentFinishedEvent(subagent_run_id=sid, result=payload), warn=False)
+            self._end(_subagent_finished(sid, payload), warn=False)
             return
         event: ev.BaseEvent
         interrupts = _interrupts_of(exc)

@@ -320,18 +320,12 @@ class Run(Emitters):
                     "finished. Start a new Run to send more."
                 )
                 raise ProtocolError(msg, rule="run-finished")
-            if self._transformers:
-                for out in self._transform(event):
-                    self._deliver(out)
-            else:
-                self._deliver(event)
-
-    def _deliver(self, event: ev.BaseEvent) -> None:
-        if self._verifier is not None:
-            self._verifier.check(event)
-        self._sink(event)
-        for tap in self._taps:
-            tap(event)
+            for out in self._transform(event) if self._transformers else (event,):
+                if self._verifier is not None:
+                    self._verifier.check(out)
+                self._sink(out)
+                for tap in self._taps:
+                    tap(out)
 
     def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
         batch = [event]

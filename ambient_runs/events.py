@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
 import attrs
 
@@ -110,6 +110,8 @@ __all__ = (
     "UrlSource",
     "UserMessage",
 )
+
+T = TypeVar("T")
 
 #: Largest magnitude of a timestamp and of a token count (JavaScript's safe integers).
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -1284,6 +1286,36 @@ EVENT_CLASSES: dict[EventType, type[BaseEvent]] = {
 ATTRIBUTABLE: frozenset[type[BaseEvent]] = frozenset(
     cls for cls in EVENT_CLASSES.values() if issubclass(cls, _Attributable)
 )
+
+
+def unchecked(cls: type[T], *names: str) -> Callable[..., T]:
+    """
+    Return ``make(*values)``: an instance of *cls* built without ``__init__``.
+
+    For the library's own hot paths, which pass only values already known to be
+    valid (ids it minted, owners checked when a handle opened, user strings
+    checked once when a subagent was declared): *names* are set positionally,
+    every other field to its default, giving an object equal to the
+    constructor's. Keyword parsing and one validator per field are most of an
+    event's construction cost.
+
+    Raises:
+        TypeError: A field outside *names* has no plain default.
+    """
+    namespace: dict[str, Any] = {"new": object.__new__, "put": object.__setattr__, "cls": cls}
+    lines = [f"def make({', '.join(names)}):", "    o = new(cls)"]
+    for a in attrs.fields(cast(Any, cls)):
+        if a.name in names:
+            value = a.name
+        elif a.default is attrs.NOTHING or isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
+            msg = f"{cls.__name__}.{a.name} has no plain default; pass it to unchecked()"
+            raise TypeError(msg)
+        else:
+            namespace[f"default_{a.name}"] = a.default
+            value = f"default_{a.name}"
+        lines.append(f"    put(o, {a.name!r}, {value})")
+    exec("\n".join([*lines, "    return o"]), namespace)
+    return cast("Callable[..., T]", namespace["make"])
 
 
 def _by_tag(classes: Sequence[type[Any]], tag: str) -> dict[str, type[Any]]:
