@@ -176,6 +176,9 @@ class Run(Emitters):
             # A resumed run may answer calls of earlier runs (TOOL_CALL_RESULT
             # against the original toolCallId): tell the verifier they exist.
             self._verifier = Verifier(known_tool_call_ids=_tool_call_ids(input.messages))
+        self._check: Callable[[ev.BaseEvent], None] | None = (
+            None if self._verifier is None else self._verifier.check
+        )
         self._echo_input = echo_input
         self._lock = threading.RLock()
         self._message_ids = itertools.count(1)
@@ -320,12 +323,25 @@ class Run(Emitters):
                     "finished. Start a new Run to send more."
                 )
                 raise ProtocolError(msg, rule="run-finished")
-            for out in self._transform(event) if self._transformers else (event,):
-                if self._verifier is not None:
-                    self._verifier.check(out)
-                self._sink(out)
+            if self._transformers:
+                for out in self._transform(event):
+                    self._deliver(out)
+                return
+            # The hot path, inlined: verify, then sink.
+            check = self._check
+            if check is not None:
+                check(event)
+            self._sink(event)
+            if self._taps:
                 for tap in self._taps:
-                    tap(out)
+                    tap(event)
+
+    def _deliver(self, event: ev.BaseEvent) -> None:
+        if self._check is not None:
+            self._check(event)
+        self._sink(event)
+        for tap in self._taps:
+            tap(event)
 
     def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
         batch = [event]

@@ -46,6 +46,7 @@ from ambient_runs.errors import InvalidEventError, InvalidInputError, InvalidJSO
 
 __all__ = (
     "check_json",
+    "encode_framed",
     "encode_json",
     "json_form",
     "from_wire",
@@ -349,6 +350,18 @@ def encode_json(obj: Any) -> bytes:
 
     .. versionadded:: 0.1.0
     """
+    return encode_framed(obj, "", "")
+
+
+def encode_framed(obj: Any, before: str, after: str) -> bytes:
+    """
+    Return ``before + JSON + after`` as UTF-8: `encode_json` with a frame around it.
+
+    One string, encoded once: the SSE encoder's frame costs no extra bytes copy.
+
+    Raises:
+        InvalidEventError: As for `encode_json`.
+    """
     text = None
     fast = _TEXT.get(type(obj))
     if fast is not None:
@@ -361,7 +374,7 @@ def encode_json(obj: Any) -> bytes:
             text = _dumps(to_wire(obj))
             if "e-0" in text:
                 text = _SMALL_FLOAT.sub(_pydantic_float, text)
-        return text.encode()
+        return (before + text + after).encode()
     except UnicodeEncodeError:
         _bad_json(obj, "a string holds a lone surrogate, which UTF-8 cannot encode")
     except (TypeError, ValueError, RecursionError) as exc:

@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 
 from ambient_runs import events as ev
-from ambient_runs._wire import encode_json
+from ambient_runs._wire import encode_framed
 
 __all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "encode", "frames")
 
@@ -54,7 +54,7 @@ def encode(event: ev.BaseEvent) -> bytes:
 
     .. versionadded:: 0.1.0
     """
-    return b"data: " + encode_json(event) + b"\n\n"
+    return encode_framed(event, "data: ", "\n\n")
 
 
 def frames(
