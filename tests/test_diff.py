@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from _node import NODE_DIR, ensure_node_modules, node_available
+from _node import NODE_DIR, ensure_node_modules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -485,9 +485,6 @@ class TestDiff:
 
             assert canonical(value) == canonical(apply(previous, diff(previous, value)))
 
-    @pytest.mark.skipif(
-        not node_available() or shutil.which("node") is None, reason="node is required"
-    )
     def test_patches_apply_under_fast_json_patch(self) -> None:
         """fast-json-patch applyPatch(validate=true, mutate=false) brings each old to its new."""
         ensure_node_modules()

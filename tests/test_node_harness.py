@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _node import client_verify, ensure_node_modules, node_available
-
-pytestmark = pytest.mark.skipif(not node_available(), reason="node >= 18 and npm are required")
+from _node import client_verify, ensure_node_modules
 
 Event = dict[str, Any]
 

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import pytest
-from _node import client_verify, ensure_node_modules, node_available
+from _node import client_verify, ensure_node_modules
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from verify_corpus import CASES
@@ -47,8 +47,6 @@ from ambient_runs import from_wire
 from ambient_runs.errors import InvalidInputError
 from ambient_runs.events import EVENT_CLASSES
 from ambient_runs.verify import RULES, SPEC_ONLY_RULES, Verifier, Violation
-
-pytestmark = pytest.mark.skipif(not node_available(), reason="node >= 18 and npm are required")
 
 Event = dict[str, Any]
 

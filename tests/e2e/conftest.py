@@ -12,11 +12,10 @@ _TESTS = str(Path(__file__).resolve().parent.parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
-from _node import ensure_node_modules, node_available  # noqa: E402
+from _node import ensure_node_modules  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _node_modules() -> None:
-    """Install the pinned npm packages once, before any client runs (when Node is there)."""
-    if node_available():
-        ensure_node_modules()
+    """Install the pinned npm packages once, before any client runs (fails without Node)."""
+    ensure_node_modules()
