@@ -159,7 +159,8 @@ def subagent(
         name: The subagent's reusable name, for display.
         description: What it does, for display.
         id: An explicit invocation id: how a resuming run continues a suspended
-            invocation. A fresh ``<run id>-sub-<n>`` otherwise.
+            invocation. A fresh ``<run id>-sub-<n>`` otherwise. Ids are per
+            invocation, so a decorator with a fixed *id* serves one call per run.
         parent_tool_call_id: The tool call that spawned it (agents as tools).
         parent_message_id: The message holding that tool call.
 
