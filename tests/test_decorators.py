@@ -17,12 +17,11 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 import pytest
+from _kinds import KINDS, consume
 
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs.testing import assert_valid, make_input, wire
-
-KINDS = ["function", "coroutine", "generator", "async_generator"]
 
 
 def body(run: ar.Run) -> list[dict[str, Any]]:
@@ -259,15 +258,8 @@ class TestSubagentDecorator:
         fn = ar.subagent("s")(locals()[kind])
 
         async with ar.Run(make_input(run_id="r")) as run:
-            with pytest.raises(ValueError, match="bad input") as caught:  # noqa: PT012
-                if kind == "function":
-                    fn()
-                elif kind == "coroutine":
-                    await fn()
-                elif kind == "generator":
-                    list(fn())
-                else:
-                    [item async for item in fn()]
+            with pytest.raises(ValueError, match="bad input") as caught:
+                await consume(kind, fn)
 
         assert boom is caught.value
         assert {
@@ -300,14 +292,7 @@ class TestSubagentDecorator:
         fn = ar.subagent("s")(locals()[kind])
 
         async with ar.Run(make_input(run_id="r")) as run:
-            if kind == "function":
-                fn()
-            elif kind == "coroutine":
-                await fn()
-            elif kind == "generator":
-                list(fn())
-            else:
-                [item async for item in fn()]
+            await consume(kind, fn)
 
         assert {
             "type": "SUBAGENT_FINISHED",

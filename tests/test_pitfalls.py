@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from _kinds import KINDS, consume
 from starlette.concurrency import iterate_in_threadpool
 
 import ambient_runs as ar
@@ -761,7 +762,7 @@ class TestCrossContextExit:
 
 
 class TestExceptions:
-    @pytest.mark.parametrize("kind", ["function", "coroutine", "generator", "async_generator"])
+    @pytest.mark.parametrize("kind", KINDS)
     async def test_value_error_in_every_kind(self, kind: str) -> None:
         """Pitfall 21: a ValueError from any kind errors the scope and propagates as is."""
         boom = ValueError("broken")
@@ -782,15 +783,8 @@ class TestExceptions:
 
         fn = ar.subagent("s")(locals()[kind])
         async with ar.Run(make_input(run_id="r")) as run:
-            with pytest.raises(ValueError, match="broken") as caught:  # noqa: PT012
-                if kind == "function":
-                    fn()
-                elif kind == "coroutine":
-                    await fn()
-                elif kind == "generator":
-                    list(fn())
-                else:
-                    [x async for x in fn()]
+            with pytest.raises(ValueError, match="broken") as caught:
+                await consume(kind, fn)
 
         assert boom is caught.value
         assert boom.__traceback__ is caught.value.__traceback__
@@ -942,7 +936,7 @@ class TestLifecycle:
 
         assert [("cheap", "r-sub-1")] == said(run.events)
 
-    @pytest.mark.parametrize("kind", ["function", "coroutine", "generator", "async_generator"])
+    @pytest.mark.parametrize("kind", KINDS)
     async def test_own_contextvar_writes_stay_visible(self, kind: str) -> None:
         """Pitfall 27: a decorated callable's own ContextVar.set() reaches its caller."""
         mine: contextvars.ContextVar[str] = contextvars.ContextVar("mine", default="unset")
@@ -963,14 +957,7 @@ class TestLifecycle:
 
         fn = ar.subagent("s")(locals()[kind])
         async with ar.Run(make_input()) as run:
-            if kind == "function":
-                fn()
-            elif kind == "coroutine":
-                await fn()
-            elif kind == "generator":
-                list(fn())
-            else:
-                [x async for x in fn()]
+            await consume(kind, fn)
             seen = mine.get()
 
         assert f"set by {kind}" == seen
