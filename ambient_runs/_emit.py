@@ -21,12 +21,15 @@ from ambient_runs._handles import (
     Subagent,
     ToolCallHandle,
     _require_frame,
+    activity_in,
     emit_in,
     message_in,
+    reasoning_in,
     say_in,
     think_in,
+    tool_call_in,
 )
-from ambient_runs._run import publish_state_in
+from ambient_runs._run import publish_state_in, set_state_in, update_state_in
 
 __all__ = (
     "activity",
@@ -96,8 +99,7 @@ def reasoning(*, id: str | None = None) -> ReasoningHandle:
 
     .. versionadded:: 0.1.0
     """
-    frame = _require_frame("reasoning")
-    return ReasoningHandle(frame, id or frame.run.new_message_id())
+    return reasoning_in(_require_frame("reasoning"), id)
 
 
 def tool_call(
@@ -114,8 +116,7 @@ def tool_call(
 
     .. versionadded:: 0.1.0
     """
-    frame = _require_frame("tool_call")
-    return ToolCallHandle(frame, id or frame.run.new_tool_call_id(), name, parent_message_id)
+    return tool_call_in(_require_frame("tool_call"), name, id, parent_message_id)
 
 
 def activity(
@@ -129,8 +130,7 @@ def activity(
 
     .. versionadded:: 0.1.0
     """
-    frame = _require_frame("activity")
-    return ActivityHandle(frame, id or frame.run.new_message_id(), activity_type, content)
+    return activity_in(_require_frame("activity"), activity_type, content, id)
 
 
 def step(name: str) -> Step:
@@ -183,14 +183,7 @@ def subagent_with(started: ev.SubagentStartedEvent) -> Subagent:
 
     .. versionadded:: 0.1.0
     """
-    return Subagent(
-        started.name,
-        description=started.description,
-        id=started.subagent_run_id,
-        parent_tool_call_id=started.parent_tool_call_id,
-        parent_message_id=started.parent_message_id,
-        parent_subagent_run_id=started.parent_subagent_run_id,
-    )
+    return Subagent.from_started(started)
 
 
 def emit(event: ev.BaseEvent) -> None:
@@ -250,9 +243,7 @@ def set_state(value: Any) -> None:
 
     .. versionadded:: 0.1.0
     """
-    run = _require_frame("set_state").run
-    run._state = value
-    publish_state()
+    set_state_in(_require_frame("set_state"), value)
 
 
 def update_state(update: Callable[[Any], Any]) -> None:
@@ -261,11 +252,7 @@ def update_state(update: Callable[[Any], Any]) -> None:
 
     .. versionadded:: 0.1.0
     """
-    run = _require_frame("update_state").run
-    new = update(run._state)
-    if new is not None:
-        run._state = new
-    publish_state()
+    update_state_in(_require_frame("update_state"), update)
 
 
 def publish_state() -> None:

@@ -606,8 +606,7 @@ class Emitters:
 
     def reasoning(self, *, id: str | None = None) -> ReasoningHandle:
         """Open a reasoning block (``REASONING_START``) under a fresh or given id."""
-        frame = self._emit_frame()
-        return ReasoningHandle(frame, id or frame.run.new_message_id())
+        return reasoning_in(self._emit_frame(), id)
 
     def tool_call(
         self,
@@ -617,8 +616,7 @@ class Emitters:
         parent_message_id: str | None = None,
     ) -> ToolCallHandle:
         """Open a call to tool *name* (``TOOL_CALL_START``) under a fresh or given id."""
-        frame = self._emit_frame()
-        return ToolCallHandle(frame, id or frame.run.new_tool_call_id(), name, parent_message_id)
+        return tool_call_in(self._emit_frame(), name, id, parent_message_id)
 
     def activity(
         self,
@@ -628,8 +626,7 @@ class Emitters:
         id: str | None = None,
     ) -> ActivityHandle:
         """Publish an activity message: a snapshot now, deltas on each `ActivityHandle.update`."""
-        frame = self._emit_frame()
-        return ActivityHandle(frame, id or frame.run.new_message_id(), activity_type, content)
+        return activity_in(self._emit_frame(), activity_type, content, id)
 
     def step(self, name: str) -> Step:
         """A step owned by this emitter's scope: use it with ``with`` or `Step.start`."""
@@ -662,15 +659,7 @@ class Emitters:
         the agents-as-tools links; an absent ``parent_subagent_run_id`` is filled
         from this scope.
         """
-        return Subagent(
-            started.name,
-            description=started.description,
-            id=started.subagent_run_id,
-            parent_tool_call_id=started.parent_tool_call_id,
-            parent_message_id=started.parent_message_id,
-            parent_subagent_run_id=started.parent_subagent_run_id,
-            parent=self._emit_frame(),
-        )
+        return Subagent.from_started(started, parent=self._emit_frame())
 
     def current_subagent_id(self) -> str | None:
         """
@@ -718,6 +707,25 @@ def think_in(frame: Frame, text: str, message_id: str | None) -> str:
         run._send(ev.ReasoningMessageEndEvent(message_id=mid, subagent_run_id=owner))
         run._send(ev.ReasoningEndEvent(message_id=mid, subagent_run_id=owner))
     return mid
+
+
+def reasoning_in(frame: Frame, message_id: str | None) -> ReasoningHandle:
+    """Open a reasoning block in *frame*."""
+    return ReasoningHandle(frame, message_id or frame.run.new_message_id())
+
+
+def tool_call_in(
+    frame: Frame, name: str, call_id: str | None, parent_message_id: str | None
+) -> ToolCallHandle:
+    """Open a tool call in *frame*."""
+    return ToolCallHandle(frame, call_id or frame.run.new_tool_call_id(), name, parent_message_id)
+
+
+def activity_in(
+    frame: Frame, activity_type: str, content: Any, message_id: str | None
+) -> ActivityHandle:
+    """Publish an activity in *frame*."""
+    return ActivityHandle(frame, message_id or frame.run.new_message_id(), activity_type, content)
 
 
 def message_in(
@@ -811,6 +819,28 @@ class Subagent(Emitters):
             parent_message_id,
             parent_subagent_run_id,
             parent,
+        )
+
+    @classmethod
+    def from_started(
+        cls, started: ev.SubagentStartedEvent, *, parent: Frame | None = None
+    ) -> Subagent:
+        """
+        Return a subagent from an announcement you built (the seed's ``subagent_with``).
+
+        An absent ``parent_subagent_run_id`` is filled from the enclosing scope
+        (*parent*, or whatever is ambient when it starts).
+
+        .. versionadded:: 0.1.0
+        """
+        return cls(
+            started.name,
+            description=started.description,
+            id=started.subagent_run_id,
+            parent_tool_call_id=started.parent_tool_call_id,
+            parent_message_id=started.parent_message_id,
+            parent_subagent_run_id=started.parent_subagent_run_id,
+            parent=parent,
         )
 
     def _setup(

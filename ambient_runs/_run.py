@@ -563,8 +563,7 @@ class Run(Emitters):
 
     def set_state(self, state: Any) -> None:
         """Replace the state and publish the change."""
-        self._state = state
-        self.publish_state()
+        set_state_in(self._emit_frame(), state)
 
     def update_state(self, update: Callable[[Any], Any]) -> None:
         """
@@ -573,10 +572,7 @@ class Run(Emitters):
         *update* receives the state and either mutates it in place (returning
         None) or returns the new state.
         """
-        new = update(self._state)
-        if new is not None:
-            self._state = new
-        self.publish_state()
+        update_state_in(self._emit_frame(), update)
 
     def publish_state(self) -> None:
         """
@@ -587,6 +583,21 @@ class Run(Emitters):
         Nothing changed, nothing sent. State is compared in its wire form.
         """
         publish_state_in(self._emit_frame())
+
+
+def set_state_in(frame: Frame, state: Any) -> None:
+    """Replace the run's state and publish the change, attributed to *frame*'s owner."""
+    frame.run._state = state
+    publish_state_in(frame)
+
+
+def update_state_in(frame: Frame, update: Callable[[Any], Any]) -> None:
+    """Apply *update* to the run's state (mutate, or return a new one) and publish."""
+    run = frame.run
+    new = update(run._state)
+    if new is not None:
+        run._state = new
+    publish_state_in(frame)
 
 
 def publish_state_in(frame: Frame) -> None:
