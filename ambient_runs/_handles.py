@@ -472,7 +472,87 @@ def _operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation,
     return tuple(ops)
 
 
-class Step(_Handle):
+class _ScopeFaces:
+    """
+    The context-manager and decorator faces that `Step` and `Subagent` share.
+
+    A scope provides `_begin` (announce it in a parent frame, return the frame
+    to make ambient; warn and return the same frame when already started),
+    `_finish` (end it the way the body ended), `_fresh` (a new scope with the
+    same configuration, for each decorated call), and the two frame hooks below.
+    """
+
+    _what: str
+    name: str
+    _depth: int
+    _token: Any
+
+    def _parent_frame(self) -> Frame:
+        """The frame a new scope starts in: a bound one, or the ambient one."""
+        raise NotImplementedError
+
+    def _started_frame(self) -> Frame | None:
+        """The frame `_begin` made, or None before the scope starts."""
+        raise NotImplementedError
+
+    def _begin(self, parent: Frame) -> Frame:
+        raise NotImplementedError
+
+    def _finish(self, exc: BaseException | None, result: Any = None) -> None:
+        raise NotImplementedError
+
+    def _fresh(self) -> Any:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        started = self._started_frame()
+        if started is not None:  # re-entered (or entered after start()): warn, no re-announce
+            self._begin(started)
+            self._depth += 1
+            return self
+        self._token = _scopes.enter(self._begin(self._parent_frame()))
+        self._depth = 1
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        if self._token is not None:
+            _scopes.leave(self._token, self._started_frame(), f"{self._what} {self.name!r}")
+        if exc is not None:
+            _safely(self._finish, exc)
+        else:
+            self._finish(None)
+
+    async def __aenter__(self) -> Self:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
+    @overload
+    def __call__(self, fn: Any) -> Any: ...
+    def __call__(self, fn: Any) -> Any:
+        """Decorate *fn*: each call runs inside a fresh scope like this one."""
+        from ambient_runs._decorators import decorate
+
+        return decorate(fn, self._fresh)
+
+
+class Step(_ScopeFaces, _Handle):
     """
     A named step: ``STEP_STARTED`` on entry, ``STEP_FINISHED`` on exit.
 
@@ -523,51 +603,14 @@ class Step(_Handle):
         if self._closing():
             self._run._send(ev.StepFinishedEvent(step_name=self.name, subagent_run_id=self._owner))
 
-    def __enter__(self) -> Self:
-        started = self._entered is not None
-        frame = self._begin(self._frame_override or _require_frame("step"))
-        self._depth += 1
-        if not started:
-            self._token = _scopes.enter(frame)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._depth -= 1
-        if self._depth > 0:
-            return
-        if self._token is not None:
-            _scopes.leave(self._token, self._entered, f"step {self.name!r}")
-        if not self._ended:
-            self.end()
-
-    async def __aenter__(self) -> Self:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
     def _fresh(self) -> Step:
         return Step(self.name, frame=self._frame_override)
 
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
-    @overload
-    def __call__(self, fn: Any) -> Any: ...
-    def __call__(self, fn: Any) -> Any:
-        """Decorate *fn*: each call runs inside a fresh step of this name."""
-        from ambient_runs._decorators import decorate
+    def _parent_frame(self) -> Frame:
+        return self._frame_override or _require_frame("step")
 
-        return decorate(fn, self._fresh)
+    def _started_frame(self) -> Frame | None:
+        return self._entered
 
 
 # --------------------------------------------------------------------------- emitters
@@ -746,7 +789,7 @@ def emit_in(frame: Frame, event: ev.BaseEvent) -> None:
     frame.run._send(event)
 
 
-class Subagent(Emitters):
+class Subagent(_ScopeFaces, Emitters):
     """
     One subagent invocation, and the scope that attributes events to it.
 
@@ -787,6 +830,8 @@ class Subagent(Emitters):
 
     .. versionadded:: 0.1.0
     """
+
+    _what = "subagent"
 
     def __init__(
         self,
@@ -1053,52 +1098,11 @@ class Subagent(Emitters):
             )
         self._end(event, quietly=True, warn=False)
 
-    # ------------------------------------------------------------------ context manager
+    def _parent_frame(self) -> Frame:
+        return self._bound_parent or _require_frame("subagent")
 
-    def __enter__(self) -> Self:
-        if self._started:
-            self._begin(self._frame)  # type: ignore[arg-type]  # warns: re-entered
-            self._depth += 1
-            return self
-        frame = self._begin(self._bound_parent or _require_frame("subagent"))
-        self._token = _scopes.enter(frame)
-        self._depth = 1
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._depth -= 1
-        if self._depth > 0:
-            return
-        _scopes.leave(self._token, self._frame, f"subagent {self.name!r}")
-        _safely(self._finish, exc, None) if exc is not None else self._finish(None)
-
-    async def __aenter__(self) -> Self:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-    # ------------------------------------------------------------------ decorator
-
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
-    @overload
-    def __call__(self, fn: Any) -> Any: ...
-    def __call__(self, fn: Any) -> Any:
-        """Decorate *fn*: each call runs as a new invocation of this subagent."""
-        from ambient_runs._decorators import decorate
-
-        return decorate(fn, self._fresh)
+    def _started_frame(self) -> Frame | None:
+        return self._frame
 
     # ------------------------------------------------------------------ explicit emitters
 
