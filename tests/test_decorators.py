@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 import pytest
-from _kinds import KINDS, consume
+from _kinds import KINDS, consume, raising
 
 import ambient_runs as ar
 from ambient_runs import events as ev
@@ -241,21 +241,7 @@ class TestSubagentDecorator:
         """A ValueError in any kind sends SUBAGENT_ERROR and propagates as the same object."""
         boom = ValueError("bad input")
 
-        def function() -> None:
-            raise boom
-
-        async def coroutine() -> None:
-            raise boom
-
-        def generator() -> Generator[int, None, None]:
-            yield 1
-            raise boom
-
-        async def async_generator() -> AsyncGenerator[int, None]:
-            yield 1
-            raise boom
-
-        fn = ar.subagent("s")(locals()[kind])
+        fn = ar.subagent("s")(raising(kind, boom))
 
         async with ar.Run(make_input(run_id="r")) as run:
             with pytest.raises(ValueError, match="bad input") as caught:
@@ -276,7 +262,7 @@ class TestSubagentDecorator:
         ask = ev.Interrupt(id="ask", reason="input_required")
 
         def function() -> None:
-            raise ar.Interrupted(ask)
+            raise ar.Interrupted(ask)  # made in the scope: it takes the subagent's id
 
         async def coroutine() -> None:
             raise ar.Interrupted(ask)

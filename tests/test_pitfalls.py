@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from _kinds import KINDS, consume
+from _kinds import KINDS, consume, raising
 from starlette.concurrency import iterate_in_threadpool
 
 import ambient_runs as ar
@@ -767,21 +767,7 @@ class TestExceptions:
         """Pitfall 21: a ValueError from any kind errors the scope and propagates as is."""
         boom = ValueError("broken")
 
-        def function() -> None:
-            raise boom
-
-        async def coroutine() -> None:
-            raise boom
-
-        def generator() -> Generator[int, None, None]:
-            yield 1
-            raise boom
-
-        async def async_generator() -> AsyncGenerator[int, None]:
-            yield 1
-            raise boom
-
-        fn = ar.subagent("s")(locals()[kind])
+        fn = ar.subagent("s")(raising(kind, boom))
         async with ar.Run(make_input(run_id="r")) as run:
             with pytest.raises(ValueError, match="broken") as caught:
                 await consume(kind, fn)
