@@ -360,15 +360,6 @@ class ToolCallHandle(_Handle):
         )
         return self.result_message_id
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if not self._ended:
-            self.end()
-
 
 class ActivityHandle(_Handle):
     """
