@@ -284,7 +284,7 @@ def _is_text(tp: Any) -> bool:
     return get_origin(tp) is Literal and all(type(arg) is str for arg in get_args(tp))
 
 
-def _text_factory(cls: type[Any]) -> Callable[[Any], str | None] | None:
+def _text_factory(cls: type[Any]) -> Callable[[Any, str, str], str | None] | None:
     """
     Generate the JSON text writer of an event class whose values are strings.
 
@@ -292,7 +292,9 @@ def _text_factory(cls: type[Any]) -> Callable[[Any], str | None] | None:
     strings. Their text is written directly, in `_unstructure_factory`'s key
     order, each value through the string encoder `_dumps` uses: the same bytes,
     without building the wire dict or re-encoding its keys (about half of
-    `encode_json`'s time for a delta). Every other field (``timestamp``,
+    `encode_json`'s time for a delta). The writer is ``write(o, before, after)``
+    and returns ``before + JSON + after`` as one f-string, so a framed encoder
+    (SSE) builds a single string. Every other field (``timestamp``,
     ``metadata``, …) is optional and must be absent: when one is set the writer
     returns None and `encode_json` takes the general path. A class with a
     required field that is not a string gets no writer (None).
@@ -302,8 +304,8 @@ def _text_factory(cls: type[Any]) -> Callable[[Any], str | None] | None:
         return None
     encode_str = json.encoder.encode_basestring
     guards: list[str] = []
-    body: list[str] = []
-    literal = ""  # text known at generation time, not yet appended
+    optional: list[str] = []  # statements computing the optional fields' pieces
+    pieces: list[str] = ["{before}"]  # the f-string, in wire order
     for index, a in enumerate(fields):
         key = ("{" if index == 0 else ",") + encode_str(wire_name(a.name)) + ":"
         value_type = _strip_none(a.type)
@@ -311,30 +313,35 @@ def _text_factory(cls: type[Any]) -> Callable[[Any], str | None] | None:
             tag = a.default.value if isinstance(a.default, ev.EventType) else a.default
             if type(tag) is not str:
                 return None
-            literal += key + encode_str(tag)
+            pieces.append(_fstring_literal(key + encode_str(tag)))
         elif _is_text(value_type) and a.default is None:
-            if literal:
-                body.append(f"    s += {literal!r}")
-                literal = ""
-            body += [f"    v = o.{a.name}", f"    if v is not None: s += {key!r} + encode_str(v)"]
+            optional += [
+                f"    v = o.{a.name}",
+                f"    p{index} = '' if v is None else {key!r} + encode_str(v)",
+            ]
+            pieces.append(f"{{p{index}}}")
         elif _is_text(value_type):
-            body.append(f"    s += {literal + key!r} + encode_str(o.{a.name})")
-            literal = ""
+            pieces += [_fstring_literal(key), f"{{encode_str(o.{a.name})}}"]
         elif a.default is None:
             guards.append(f"o.{a.name} is not None")
         else:
             return None
-    lines = [f"def text_{cls.__name__}(o):"]
+    pieces += ["}}", "{after}"]
+    lines = [f"def text_{cls.__name__}(o, before, after):"]
     if guards:
         lines.append(f"    if {' or '.join(guards)}: return None")
-    lines += ["    s = ''", *body, f"    return s + {literal + '}'!r}"]
+    lines += [*optional, "    return f" + repr("".join(pieces))]
     namespace: dict[str, Any] = {"encode_str": encode_str}
     exec("\n".join(lines), namespace)
-    return cast(Callable[[Any], "str | None"], namespace[f"text_{cls.__name__}"])
+    return cast("Callable[[Any, str, str], str | None]", namespace[f"text_{cls.__name__}"])
+
+
+def _fstring_literal(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 #: JSON text writers by exact event class (see `_text_factory`).
-_TEXT: dict[type[Any], Callable[[Any], str | None]] = {
+_TEXT: dict[type[Any], Callable[[Any, str, str], str | None]] = {
     cls: writer for cls in ev.EVENT_CLASSES.values() if (writer := _text_factory(cls)) is not None
 }
 
@@ -362,18 +369,21 @@ def encode_framed(obj: Any, before: str, after: str) -> bytes:
     Raises:
         InvalidEventError: As for `encode_json`.
     """
-    text = None
     fast = _TEXT.get(type(obj))
     if fast is not None:
         try:
-            text = fast(obj)
+            framed = fast(obj, before, after)
         except TypeError:  # a non-string where a string belongs: the general path decides
-            text = None
+            framed = None
+        if framed is not None:
+            try:
+                return framed.encode()
+            except UnicodeEncodeError:
+                _bad_json(obj, "a string holds a lone surrogate, which UTF-8 cannot encode")
     try:
-        if text is None:
-            text = _dumps(to_wire(obj))
-            if "e-0" in text:
-                text = _SMALL_FLOAT.sub(_pydantic_float, text)
+        text = _dumps(to_wire(obj))
+        if "e-0" in text:
+            text = _SMALL_FLOAT.sub(_pydantic_float, text)
         return (before + text + after).encode()
     except UnicodeEncodeError:
         _bad_json(obj, "a string holds a lone surrogate, which UTF-8 cannot encode")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import re
+import types
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
@@ -1302,7 +1303,10 @@ def unchecked(cls: type[T], *names: str) -> Callable[..., T]:
     Raises:
         TypeError: A field outside *names* has no plain default.
     """
-    namespace: dict[str, Any] = {"new": object.__new__, "put": object.__setattr__, "cls": cls}
+    # Each field is stored through its slot's own setter, bound once here: a
+    # member descriptor's ``__set__`` skips the attribute lookup of
+    # ``object.__setattr__`` (a third of the cost on a seven-field event).
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
     lines = [f"def make({', '.join(names)}):", "    o = new(cls)"]
     for a in attrs.fields(cast(Any, cls)):
         if a.name in names:
@@ -1313,9 +1317,19 @@ def unchecked(cls: type[T], *names: str) -> Callable[..., T]:
         else:
             namespace[f"default_{a.name}"] = a.default
             value = f"default_{a.name}"
-        lines.append(f"    put(o, {a.name!r}, {value})")
+        namespace[f"set_{a.name}"] = _slot_setter(cls, a.name)
+        lines.append(f"    set_{a.name}(o, {value})")
     exec("\n".join([*lines, "    return o"]), namespace)
     return cast("Callable[..., T]", namespace["make"])
+
+
+def _slot_setter(cls: type[Any], name: str) -> Callable[[Any, Any], None]:
+    """The ``__set__`` of the slot storing *name* (``object.__setattr__`` without one)."""
+    for klass in cls.__mro__:
+        slot = klass.__dict__.get(name)
+        if isinstance(slot, types.MemberDescriptorType):
+            return slot.__set__
+    return lambda obj, value: object.__setattr__(obj, name, value)
 
 
 def _by_tag(classes: Sequence[type[Any]], tag: str) -> dict[str, type[Any]]:
