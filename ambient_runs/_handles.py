@@ -478,6 +478,11 @@ class _ScopeFaces:
     _depth: int
     _token: Any
 
+    if TYPE_CHECKING:
+
+        @property
+        def ended(self) -> bool: ...  # each scope class has its own
+
     def _parent_frame(self) -> Frame:
         """The frame a new scope starts in: a bound one, or the ambient one."""
         raise NotImplementedError
@@ -494,6 +499,9 @@ class _ScopeFaces:
 
     def _fresh(self) -> Any:
         raise NotImplementedError
+
+    def _release(self) -> None:
+        """Drop references the ended scope no longer needs (a hook; nothing by default)."""
 
     def __enter__(self) -> Self:
         started = self._started_frame()
@@ -516,10 +524,13 @@ class _ScopeFaces:
             return
         if self._token is not None:
             _scopes.leave(self._token, self._started_frame(), f"{self._what} {self.name!r}")
+            self._token = None
         if exc is not None:
             _safely(self._finish, exc)
         else:
             self._finish(None)
+        if self.ended:
+            self._release()
 
     async def __aenter__(self) -> Self:
         return self.__enter__()
@@ -824,6 +835,20 @@ class Subagent(_ScopeFaces, Emitters):
 
     _what = "subagent"
 
+    # Set by `_setup` (in one update from *_initial*), then by the lifecycle.
+    description: str | None
+    parent_tool_call_id: str | None
+    parent_message_id: str | None
+    _id: str | None
+    _parent_subagent_run_id: str | None
+    _bound_parent: Frame | None
+    _run: Run | None
+    _frame: Frame | None
+    _scope_parent: Any
+    _started: bool
+    _ended: bool
+    _initial: dict[str, Any]
+
     def __init__(
         self,
         name: str,
@@ -889,21 +914,27 @@ class Subagent(_ScopeFaces, Emitters):
         parent_subagent_run_id: str | None,
         parent: Frame | None,
     ) -> None:
-        self.name = name
-        self.description = description
-        self._id = id
-        self.parent_tool_call_id = parent_tool_call_id
-        self.parent_message_id = parent_message_id
-        self._parent_subagent_run_id = parent_subagent_run_id
-        self._bound_parent = parent
-        self._run: Run | None = None
-        self._frame: Frame | None = None
-        self._scope_parent: Any = None
+        # Everything a new invocation starts with, kept as one dict: `_fresh`
+        # (each decorated call) copies it in a single update.
+        initial: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "_id": id,
+            "parent_tool_call_id": parent_tool_call_id,
+            "parent_message_id": parent_message_id,
+            "_parent_subagent_run_id": parent_subagent_run_id,
+            "_bound_parent": parent,
+            "_run": None,
+            "_frame": None,
+            "_scope_parent": None,
+            "_started": False,
+            "_ended": False,
+            "_depth": 0,
+            "_token": None,
+        }
+        initial["_initial"] = initial
+        self.__dict__.update(initial)
         self._children: dict[int, Any] = {}
-        self._started = False
-        self._ended = False
-        self._depth = 0
-        self._token: Any = None
 
     # ------------------------------------------------------------------ identity
 
@@ -929,37 +960,36 @@ class Subagent(_ScopeFaces, Emitters):
     def _fresh(self) -> Subagent:
         """A new invocation with this one's configuration (what a decorator call makes)."""
         fresh = Subagent.__new__(Subagent)  # checked when this one was made: skip __init__
-        fresh._setup(
-            self.name,
-            self.description,
-            self._id,
-            self.parent_tool_call_id,
-            self.parent_message_id,
-            self._parent_subagent_run_id,
-            self._bound_parent,
-        )
+        fresh.__dict__.update(self._initial)
+        fresh._children = {}
         return fresh
 
     # ------------------------------------------------------------------ lifecycle
 
     def _begin(self, parent: Frame) -> Frame:
         if self._started:
+            if self._frame is None:  # ended, and its frame released (see `_release`)
+                msg = (
+                    f"subagent {self.name!r} ({self._id}) has ended and cannot be entered again; "
+                    f"use a new subagent({self.name!r}) (or subagent(..., id=...) to resume it)"
+                )
+                raise HandleClosedError(msg)
             warnings.warn(
                 f"subagent {self.name!r} ({self._id}) was already started; it was not announced again",  # noqa: E501
                 HandleWarning,
                 stacklevel=3,
             )
-            assert self._frame is not None
             return self._frame
         run = parent.run
-        if self._id is None:
-            self._id = run.new_subagent_run_id()
+        sid = self._id
+        if sid is None:
+            sid = self._id = run.new_subagent_run_id()
         self._run = run
         self._started = True
-        self._frame = parent.with_subagent(self)
-        self._scope_parent = parent.subagent if parent.subagent is not None else run
+        frame = self._frame = _scopes.Frame(run, self, None, parent, self)
+        scope_parent = self._scope_parent = run if parent.subagent is None else parent.subagent
         announce = _subagent_started(
-            self._id,
+            sid,
             self.name,
             self.description,
             self._parent_subagent_run_id or parent.owner,
@@ -968,8 +998,8 @@ class Subagent(_ScopeFaces, Emitters):
         )
         with run._lock:
             run._send(announce)
-            self._scope_parent._children[id(self)] = self
-        return self._frame
+            scope_parent._children[id(self)] = self
+        return frame
 
     def start(self) -> Self:
         """
@@ -1011,10 +1041,24 @@ class Subagent(_ScopeFaces, Emitters):
         if run is None:
             return
         with run._lock:
-            self._close_children(quietly=quietly)
+            if self._children:
+                self._close_children(quietly=quietly)
             run._send(event)
             if self._scope_parent is not None:
                 self._scope_parent._children.pop(id(self), None)
+        if not self._depth:  # no `with` block still needs the frame to leave it
+            self._release()
+
+    def _release(self) -> None:
+        """
+        Drop the ended invocation's frame, so the two free each other at once.
+
+        The frame points at its subagent and the subagent at its frame: a
+        cycle, which without this would wait for the garbage collector on
+        every decorated call. Frames still ambient somewhere (a task that
+        outlived the scope) keep working: they only point one way.
+        """
+        self._frame = None
 
     def finish(self) -> None:
         """Send ``SUBAGENT_FINISHED`` with a success outcome. A second end warns."""
@@ -1065,7 +1109,7 @@ class Subagent(_ScopeFaces, Emitters):
             return
         sid = self._id or ""
         if exc is None:
-            payload = _result_form(result, self.name)
+            payload = None if result is None else _result_form(result, self.name)
             self._end(_subagent_finished(sid, payload), warn=False)
             return
         event: ev.BaseEvent
@@ -1099,7 +1143,10 @@ class Subagent(_ScopeFaces, Emitters):
 
     def _emit_frame(self) -> Frame:
         if self._frame is None:
-            msg = f"subagent {self.name!r} has not started; enter it or call start() first"
+            if self._ended:
+                msg = f"subagent {self.name!r} ({self._id}) has ended; open a new one to send more"
+            else:
+                msg = f"subagent {self.name!r} has not started; enter it or call start() first"
             raise HandleClosedError(msg)
         return self._frame
 

@@ -68,7 +68,6 @@ class Frame:
         run: Run,
         subagent: Subagent | None = None,
         step: str | None = None,
-        *,
         parent: Frame | None = None,
         scope: Any = None,
     ) -> None:

@@ -424,7 +424,12 @@ class Verifier:
 
         .. versionadded:: 0.1.0
         """
-        found = self.feed(event)
+        try:  # `feed`, inlined: this is every verified emit's hot path
+            handler = self._dispatch[type(event)]
+        except KeyError:
+            msg = f"expected an AG-UI event object, got {type(event).__name__}"
+            raise TypeError(msg) from None
+        found = handler(event)
         if found:
             first = found[0]
             raise ProtocolError(first.message, rule=first.rule, violations=found)
@@ -1061,6 +1066,17 @@ class Verifier:
             return self._with_lanes(
                 event, (sid,), self._check_subagent_end, self._apply_subagent_end
             )
+        # The hot path (a scope's end): active, owns nothing, no outcome to record.
+        if (
+            sid in self._subagents
+            and not self._owned.get(sid)
+            and (type(event) is ev.SubagentErrorEvent or event.outcome is None)  # type: ignore[union-attr]
+        ):
+            parent = self._subagents.pop(sid)
+            self._closed_subagents.add(sid)
+            if parent is not None and self._strict:
+                self._disown(parent, "subagent", sid)
+            return _OK
         found = self._check_subagent_end(event)
         if found:
             return found
@@ -1070,8 +1086,9 @@ class Verifier:
     def _check_subagent_end(
         self, event: ev.SubagentFinishedEvent | ev.SubagentErrorEvent
     ) -> Found:
-        sid, etype = event.subagent_run_id, _type(event)
+        sid = event.subagent_run_id
         if sid not in self._subagents:
+            etype = _type(event)
             return (
                 Violation(
                     "subagent-not-active",
@@ -1082,6 +1099,7 @@ class Verifier:
                 ),
             )
         if self._strict and isinstance(event, ev.SubagentFinishedEvent):
+            etype = _type(event)
             owned = self._owned.get(sid)
             if owned:
                 listing = ", ".join(f"{label} '{eid}'" for label, eid in owned)

@@ -292,6 +292,46 @@ class TestSubagentHandle:
             with pytest.raises(ar.HandleClosedError, match="has not started"):
                 ar.subagent("s").say("x")
 
+    @pytest.mark.parametrize("how", ["finish", "with", "decorator"])
+    async def test_emitting_through_an_ended_handle_raises(self, how: str) -> None:
+        """An ended invocation's emitters raise HandleClosedError naming it, and send nothing."""
+        async with ar.Run(make_input(run_id="r")) as run:
+            if how == "finish":
+                handle = ar.subagent("s").start()
+                handle.finish()
+            elif how == "with":
+                with ar.subagent("s") as handle:
+                    pass
+            else:
+
+                @ar.subagent("s")
+                def body_() -> ar.Subagent | None:
+                    return ar.current_subagent()
+
+                with pytest.warns(ar.ResultWarning):
+                    found = body_()
+                assert found is not None
+                handle = found
+            sent = len(run.events)
+
+            with pytest.raises(ar.HandleClosedError, match=r"'s' \(r-sub-1\) has ended"):
+                handle.say("late")
+            with pytest.raises(ar.HandleClosedError, match="has ended"):
+                ar.use(handle)(ar.say, "late")
+            assert sent == len(run.events)
+
+    async def test_entering_an_ended_handle_raises(self) -> None:
+        """Entering an ended invocation again raises HandleClosedError and announces nothing."""
+        async with ar.Run(make_input(run_id="r")) as run:
+            handle = ar.subagent("s")
+            with handle:
+                pass
+
+            with pytest.raises(ar.HandleClosedError, match="cannot be entered again"), handle:
+                pass  # pragma: no cover
+
+        assert ["SUBAGENT_STARTED", "SUBAGENT_FINISHED"] == [e["type"] for e in body(run)]
+
     async def test_use_makes_a_handle_ambient_for_one_call(self) -> None:
         """use(handle)(fn, ...) runs fn with the handle ambient, even from a bare thread."""
         seen: list[str | None] = []
@@ -476,3 +516,40 @@ class TestLeftOpen:
 
         assert 1 == sum(e["type"] == "TEXT_MESSAGE_END" for e in body(run))
         assert_valid(list(run.events))
+
+
+class TestLifetime:
+    @pytest.mark.parametrize("face", ["decorator", "with"])
+    async def test_an_ended_invocation_is_freed_without_the_garbage_collector(
+        self, face: str
+    ) -> None:
+        """An invocation and its frame hold no cycle: they go when the call ends."""
+        import gc
+        import weakref
+
+        refs: list[weakref.ref[ar.Subagent]] = []
+
+        @ar.subagent("worker")
+        async def worker() -> None:
+            handle = ar.current_subagent()
+            assert handle is not None
+            refs.append(weakref.ref(handle))
+
+        async with ar.Run(make_input()):
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                for _ in range(3):
+                    if face == "decorator":
+                        await worker()
+                    else:
+                        with ar.subagent("worker") as handle:
+                            refs.append(weakref.ref(handle))
+                        del handle
+                alive = [ref() for ref in refs if ref() is not None]
+            finally:
+                if enabled:
+                    gc.enable()
+
+        assert 3 == len(refs)
+        assert [] == alive
