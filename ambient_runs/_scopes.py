@@ -108,9 +108,8 @@ _FRAME: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
 current = _FRAME.get
 
 
-def enter(frame: Frame | None) -> contextvars.Token[Frame | None]:
-    """Make *frame* ambient; hand the token to `leave`."""
-    return _FRAME.set(frame)
+#: Make a frame ambient; hand the token to `leave` (the var's own ``set``: no wrapper).
+enter: Callable[[Frame | None], contextvars.Token[Frame | None]] = _FRAME.set
 
 
 def leave(

@@ -14,10 +14,10 @@ writes them to its response; `ambient_runs.asgi` is one such transport::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
 
 from ambient_runs import events as ev
-from ambient_runs._wire import encode_framed
+from ambient_runs._wire import framed_encoder
 
 __all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "encode", "frames")
 
@@ -36,25 +36,27 @@ An SSE comment: clients ignore it, proxies see traffic.
 """
 
 
-def encode(event: ev.BaseEvent) -> bytes:
-    """
-    Return *event* as one SSE frame: ``b"data: " + JSON + b"\\n\\n"``.
+encode: Callable[[ev.BaseEvent], bytes] = framed_encoder("data: ", "\n\n")
+encode.__name__ = encode.__qualname__ = "encode"
+encode.__module__ = __name__
+encode.__doc__ = """
+    Return the event *obj* as one SSE frame: ``b"data: " + JSON + b"\\n\\n"``.
 
     The JSON is compact, single-line UTF-8, with absent optional fields left out:
-    byte for byte what the official ``EventEncoder`` writes.
+    byte for byte what the official ``EventEncoder`` writes. (A function made by
+    the wire module with its frame bound: one call per event, no wrapper.)
 
     Args:
-        event: Any AG-UI event.
+        obj: Any AG-UI event.
 
     Returns:
         The frame.
 
     Raises:
-        InvalidEventError: *event* holds something JSON cannot carry.
+        InvalidEventError: *obj* holds something JSON cannot carry.
 
     .. versionadded:: 0.1.0
     """
-    return encode_framed(event, "data: ", "\n\n")
 
 
 def frames(
