@@ -584,6 +584,9 @@ class Step(_ScopeFaces, _Handle):
         return self
 
     def _begin(self, parent: Frame) -> Frame:
+        if self._ended:
+            msg = f"step {self.name!r} has ended and cannot be started again; use a new step()"
+            raise HandleClosedError(msg)
         if self._entered is not None:
             warnings.warn(
                 f"step {self.name!r} was already started; it was not started again",
@@ -604,6 +607,12 @@ class Step(_ScopeFaces, _Handle):
         """Send ``STEP_FINISHED``. A second call warns and does nothing."""
         if self._closing():
             self._run._send(ev.StepFinishedEvent(step_name=self.name, subagent_run_id=self._owner))
+            if not self._depth:  # no `with` block still needs the frame to leave it
+                self._release()
+
+    def _release(self) -> None:
+        """Drop the ended step's frame: the two point at each other (see `Subagent._release`)."""
+        self._entered = None
 
     def _fresh(self) -> Step:
         return Step(self.name, frame=self._frame_override)

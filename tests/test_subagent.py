@@ -553,3 +553,45 @@ class TestLifetime:
 
         assert 3 == len(refs)
         assert [] == alive
+
+    @pytest.mark.parametrize("face", ["decorator", "with"])
+    async def test_an_ended_step_is_freed_without_the_garbage_collector(self, face: str) -> None:
+        """A step and its frame hold no cycle either."""
+        import gc
+
+        plan = ar.step("plan")
+
+        @plan
+        async def planned() -> None:
+            return None
+
+        async with ar.Run(make_input()) as run:
+            enabled = gc.isenabled()
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in range(3):
+                    if face == "decorator":
+                        await planned()
+                    else:
+                        with ar.step("plan"):
+                            pass
+                alive = [o for o in gc.get_objects() if type(o) is ar.Step and o is not plan]
+            finally:
+                if enabled:
+                    gc.enable()
+
+        assert [] == alive
+        assert 6 == sum(e["type"].startswith("STEP_") for e in body(run))
+
+    async def test_an_ended_step_cannot_be_started_again(self) -> None:
+        """Starting an ended step raises HandleClosedError and sends nothing."""
+        async with ar.Run(make_input()) as run:
+            step = ar.step("plan")
+            with step:
+                pass
+
+            with pytest.raises(ar.HandleClosedError, match="cannot be started again"):
+                step.start()
+
+        assert ["STEP_STARTED", "STEP_FINISHED"] == [e["type"] for e in body(run)]
