@@ -7,8 +7,12 @@ The decorator face, across the four callable kinds, is in ``test_decorators.py``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import gc
 import threading
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -518,15 +522,25 @@ class TestLeftOpen:
         assert_valid(list(run.events))
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Collect once, then keep the cyclic garbage collector off: only refcounting frees."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class TestLifetime:
     @pytest.mark.parametrize("face", ["decorator", "with"])
     async def test_an_ended_invocation_is_freed_without_the_garbage_collector(
         self, face: str
     ) -> None:
         """An invocation and its frame hold no cycle: they go when the call ends."""
-        import gc
-        import weakref
-
         refs: list[weakref.ref[ar.Subagent]] = []
 
         @ar.subagent("worker")
@@ -536,9 +550,7 @@ class TestLifetime:
             refs.append(weakref.ref(handle))
 
         async with ar.Run(make_input()):
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with gc_paused():
                 for _ in range(3):
                     if face == "decorator":
                         await worker()
@@ -547,9 +559,6 @@ class TestLifetime:
                             refs.append(weakref.ref(handle))
                         del handle
                 alive = [ref() for ref in refs if ref() is not None]
-            finally:
-                if enabled:
-                    gc.enable()
 
         assert 3 == len(refs)
         assert [] == alive
@@ -557,8 +566,6 @@ class TestLifetime:
     @pytest.mark.parametrize("face", ["decorator", "with"])
     async def test_an_ended_step_is_freed_without_the_garbage_collector(self, face: str) -> None:
         """A step and its frame hold no cycle either."""
-        import gc
-
         plan = ar.step("plan")
 
         @plan
@@ -566,10 +573,7 @@ class TestLifetime:
             return None
 
         async with ar.Run(make_input()) as run:
-            enabled = gc.isenabled()
-            gc.collect()
-            gc.disable()
-            try:
+            with gc_paused():
                 for _ in range(3):
                     if face == "decorator":
                         await planned()
@@ -577,9 +581,6 @@ class TestLifetime:
                         with ar.step("plan"):
                             pass
                 alive = [o for o in gc.get_objects() if type(o) is ar.Step and o is not plan]
-            finally:
-                if enabled:
-                    gc.enable()
 
         assert [] == alive
         assert 6 == sum(e["type"].startswith("STEP_") for e in body(run))
