@@ -941,8 +941,8 @@ class Subagent(_ScopeFaces, Emitters):
             "_depth": 0,
             "_token": None,
         }
-        initial["_initial"] = initial
         self.__dict__.update(initial)
+        self._initial = initial
         self._children: dict[int, Any] = {}
 
     # ------------------------------------------------------------------ identity
@@ -970,6 +970,7 @@ class Subagent(_ScopeFaces, Emitters):
         """A new invocation with this one's configuration (what a decorator call makes)."""
         fresh = Subagent.__new__(Subagent)  # checked when this one was made: skip __init__
         fresh.__dict__.update(self._initial)
+        fresh._initial = self._initial
         fresh._children = {}
         return fresh
 
@@ -995,7 +996,7 @@ class Subagent(_ScopeFaces, Emitters):
             sid = self._id = run.new_subagent_run_id()
         self._run = run
         self._started = True
-        frame = self._frame = _scopes.Frame(run, self, None, parent, self)
+        frame = self._frame = parent.with_subagent(self)
         scope_parent = self._scope_parent = run if parent.subagent is None else parent.subagent
         announce = _subagent_started(
             sid,
@@ -1039,8 +1040,6 @@ class Subagent(_ScopeFaces, Emitters):
         return self._run
 
     def _close_children(self, *, quietly: bool) -> None:
-        if not self._children:
-            return
         for child in reversed(list(self._children.values())):
             if not child.ended:
                 child._abandon(quietly=quietly)
@@ -1118,7 +1117,7 @@ class Subagent(_ScopeFaces, Emitters):
             return
         sid = self._id or ""
         if exc is None:
-            payload = None if result is None else _result_form(result, self.name)
+            payload = _result_form(result, self.name)
             self._end(_subagent_finished(sid, payload), warn=False)
             return
         event: ev.BaseEvent

@@ -82,7 +82,7 @@ class Frame:
 
     def with_subagent(self, subagent: Subagent) -> Frame:
         """Return a frame attributed to *subagent*, in the same run and without a step."""
-        return Frame(self.run, subagent, None, parent=self, scope=subagent)
+        return Frame(self.run, subagent, None, self, subagent)
 
     def with_step(self, step: str, scope: Any = None) -> Frame:
         """Return this frame with *step* as the current step (*scope*: the step's handle)."""

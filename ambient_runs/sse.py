@@ -43,8 +43,7 @@ encode.__doc__ = """
     Return the event *obj* as one SSE frame: ``b"data: " + JSON + b"\\n\\n"``.
 
     The JSON is compact, single-line UTF-8, with absent optional fields left out:
-    byte for byte what the official ``EventEncoder`` writes. (A function made by
-    the wire module with its frame bound: one call per event, no wrapper.)
+    byte for byte what the official ``EventEncoder`` writes.
 
     Args:
         obj: Any AG-UI event.

@@ -1066,17 +1066,6 @@ class Verifier:
             return self._with_lanes(
                 event, (sid,), self._check_subagent_end, self._apply_subagent_end
             )
-        # The hot path (a scope's end): active, owns nothing, no outcome to record.
-        if (
-            sid in self._subagents
-            and not self._owned.get(sid)
-            and (type(event) is ev.SubagentErrorEvent or event.outcome is None)  # type: ignore[union-attr]
-        ):
-            parent = self._subagents.pop(sid)
-            self._closed_subagents.add(sid)
-            if parent is not None and self._strict:
-                self._disown(parent, "subagent", sid)
-            return _OK
         found = self._check_subagent_end(event)
         if found:
             return found
@@ -1099,7 +1088,6 @@ class Verifier:
                 ),
             )
         if self._strict and isinstance(event, ev.SubagentFinishedEvent):
-            etype = _type(event)
             owned = self._owned.get(sid)
             if owned:
                 listing = ", ".join(f"{label} '{eid}'" for label, eid in owned)
@@ -1109,7 +1097,7 @@ class Verifier:
                         f"Cannot send 'SUBAGENT_FINISHED' for subagent '{sid}' while it still "
                         f"has open: {listing}. Close them first, or end it with "
                         "'SUBAGENT_ERROR'.",
-                        etype,
+                        "SUBAGENT_FINISHED",
                         (sid, *(eid for _, eid in owned)),
                         client_checked=False,
                     ),
