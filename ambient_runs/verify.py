@@ -245,6 +245,10 @@ _CHUNK_ID_FIELD: Final = {
 }
 
 
+def _not_an_event(obj: object) -> TypeError:
+    return TypeError(f"expected an AG-UI event object, got {type(obj).__name__}")
+
+
 def _who(owner: Owner) -> str:
     return "(the parent agent)" if owner is None else owner
 
@@ -409,8 +413,7 @@ class Verifier:
         try:
             handler = self._dispatch[type(event)]
         except KeyError:
-            msg = f"expected an AG-UI event object, got {type(event).__name__}"
-            raise TypeError(msg) from None
+            raise _not_an_event(event) from None
         return handler(event)
 
     def check(self, event: ev.Event) -> None:
@@ -427,8 +430,7 @@ class Verifier:
         try:  # `feed`, inlined: this is every verified emit's hot path
             handler = self._dispatch[type(event)]
         except KeyError:
-            msg = f"expected an AG-UI event object, got {type(event).__name__}"
-            raise TypeError(msg) from None
+            raise _not_an_event(event) from None
         found = handler(event)
         if found:
             first = found[0]
