@@ -198,6 +198,8 @@ class Run(Emitters):
         self._root: Frame | None = None
         self._token: Any = None
         self._drain_hook: Callable[[], Awaitable[None]] | None = None
+        for hook in _scopes.run_hooks():
+            hook(self)
 
     # ------------------------------------------------------------------ accessors
 
@@ -357,6 +359,15 @@ class Run(Emitters):
                     nxt.extend(out)
             batch = nxt
         return batch
+
+    def add_transformer(self, transformer: Transformer) -> None:
+        """
+        Also apply *transformer* to every later event, after the run's own transformers.
+
+        What it returns is verified like anything else (`ProtocolError`).
+        """
+        with self._lock:
+            self._transformers = (*self._transformers, transformer)
 
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""

@@ -31,13 +31,16 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Frame",
+    "add_run_hook",
     "add_tap",
     "bind",
     "capture",
     "current",
     "enter",
     "leave",
+    "remove_run_hook",
     "remove_tap",
+    "run_hooks",
     "stepping",
     "taps",
 )
@@ -188,6 +191,36 @@ def remove_tap(token: contextvars.Token[tuple[Callable[[Any], object], ...]]) ->
         _TAPS.reset(token)
     except ValueError:
         _log.debug("capture left in another Context; the contextvar was not touched")
+
+
+#: Process-wide hooks every new `Run` calls once, from its constructor (`add_run_hook`).
+#: Not a contextvar on purpose: instrumentation (``adapters.otel``) must reach runs made
+#: in any thread or task, whatever Context they start in.
+_RUN_HOOKS: tuple[Callable[[Run], object], ...] = ()
+
+
+def run_hooks() -> tuple[Callable[[Run], object], ...]:
+    """The hooks every `Run` calls with itself when it is made (`add_run_hook`)."""
+    return _RUN_HOOKS
+
+
+def add_run_hook(hook: Callable[[Run], object]) -> None:
+    """
+    Make every `Run` created from now on, in any thread, call *hook* with itself.
+
+    For instrumentation: the hook typically adds a tap (`Run.add_tap`) or a
+    transformer (`Run.add_transformer`) to the run. It runs in the constructor,
+    so it must be quick and must not raise. Adding a hook twice adds it once.
+    """
+    global _RUN_HOOKS
+    if hook not in _RUN_HOOKS:
+        _RUN_HOOKS = (*_RUN_HOOKS, hook)
+
+
+def remove_run_hook(hook: Callable[[Run], object]) -> None:
+    """Undo `add_run_hook` (runs already made keep what the hook gave them)."""
+    global _RUN_HOOKS
+    _RUN_HOOKS = tuple(h for h in _RUN_HOOKS if h != hook)
 
 
 def capture() -> contextvars.Context:
