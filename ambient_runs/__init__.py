@@ -8,6 +8,7 @@ events, and concurrent asyncio tasks each carry their own scope.
 Everything public is importable from here; each name has one home module.
 """
 
+from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._emit import (
     activity,
     current_step,
@@ -29,16 +30,11 @@ from ambient_runs._emit import (
     update_state,
     use,
 )
-from ambient_runs._handles import (
-    ActivityHandle,
-    MessageHandle,
-    ReasoningHandle,
-    Step,
-    Subagent,
-    ToolCallHandle,
-)
-from ambient_runs._run import EventLog, Interrupted, Run, current_run
+from ambient_runs._outcomes import Interrupted
+from ambient_runs._run import EventLog, Run, current_run
+from ambient_runs._step import Step
 from ambient_runs._stream import EventStream, StreamStatistics, stream
+from ambient_runs._subagent import Subagent
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, to_wire
 from ambient_runs.errors import (

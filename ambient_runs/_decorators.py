@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from ambient_runs import _scopes
-from ambient_runs._handles import _safely
+from ambient_runs._outcomes import safely
 from ambient_runs.errors import ProtocolError
 
 __all__ = ("decorate",)
@@ -90,7 +90,7 @@ def _decorate_function(fn: Callable[..., Any], make: Callable[[], _Scope]) -> An
             result = fn(*args, **kwargs)
         except BaseException as exc:
             _scopes.leave(token, frame, "scope")
-            _safely(scope._finish, exc)
+            safely(scope._finish, exc)
             raise
         _scopes.leave(token, frame, "scope")
         scope._finish(None, result)
@@ -112,7 +112,7 @@ def _decorate_coroutine(fn: Callable[..., Any], make: Callable[[], _Scope]) -> A
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             _scopes.leave(token, frame, "scope")
-            _safely(scope._finish, exc)
+            safely(scope._finish, exc)
             raise
         _scopes.leave(token, frame, "scope")
         scope._finish(None, result)
@@ -161,10 +161,10 @@ def _scoped_generator(
             if not frame.run.finished:
                 raise
             _dropped_cleanup()
-        _safely(scope._finish, exc)
+        safely(scope._finish, exc)
         raise
     except BaseException as exc:
-        _safely(scope._finish, exc)
+        safely(scope._finish, exc)
         raise
     scope._finish(None, result)
     return result
@@ -235,10 +235,10 @@ async def _scoped_async_generator(
             if not frame.run.finished:
                 raise
             _dropped_cleanup()
-        _safely(scope._finish, exc)
+        safely(scope._finish, exc)
         raise
     except BaseException as exc:
-        _safely(scope._finish, exc)
+        safely(scope._finish, exc)
         raise
     scope._finish(None)
 
@@ -281,7 +281,7 @@ class _ScopedContextManager:
         if exc is None:
             scope._finish(None)
         else:
-            _safely(scope._finish, exc)
+            safely(scope._finish, exc)
 
     def __enter__(self) -> Any:
         self._open()

@@ -2,7 +2,7 @@
 Module-level emitters: they act on whatever run and subagent are ambient.
 
 Each is the ambient twin of a method of `Run` and `Subagent` (one
-implementation, in ``_handles``), and each raises `NoActiveRunError`, naming the
+implementation, in ``_emitters``), and each raises `NoActiveRunError`, naming the
 fix, when called outside any run.
 """
 
@@ -13,14 +13,8 @@ from typing import Any
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._handles import (
-    ActivityHandle,
-    MessageHandle,
-    ReasoningHandle,
-    Step,
-    Subagent,
-    ToolCallHandle,
-    _require_frame,
+from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
+from ambient_runs._emitters import (
     activity_in,
     emit_in,
     message_in,
@@ -29,7 +23,10 @@ from ambient_runs._handles import (
     think_in,
     tool_call_in,
 )
-from ambient_runs._run import publish_state_in, set_state_in, update_state_in
+from ambient_runs._scopes import require
+from ambient_runs._state import publish_state_in, set_state_in, update_state_in
+from ambient_runs._step import Step
+from ambient_runs._subagent import Subagent
 
 __all__ = (
     "activity",
@@ -66,7 +63,7 @@ def say(text: str, *, id: str | None = None) -> str:
 
     .. versionadded:: 0.1.0
     """
-    frame = _scopes.current() or _require_frame("say")
+    frame = _scopes.current() or require("say")
     return say_in(frame, text, id)
 
 
@@ -76,7 +73,7 @@ def think(text: str, *, id: str | None = None) -> str:
 
     .. versionadded:: 0.1.0
     """
-    return think_in(_require_frame("think"), text, id)
+    return think_in(require("think"), text, id)
 
 
 def message(
@@ -90,7 +87,7 @@ def message(
 
     .. versionadded:: 0.1.0
     """
-    return message_in(_require_frame("message"), role, id, name)
+    return message_in(require("message"), role, id, name)
 
 
 def reasoning(*, id: str | None = None) -> ReasoningHandle:
@@ -99,7 +96,7 @@ def reasoning(*, id: str | None = None) -> ReasoningHandle:
 
     .. versionadded:: 0.1.0
     """
-    return reasoning_in(_require_frame("reasoning"), id)
+    return reasoning_in(require("reasoning"), id)
 
 
 def tool_call(
@@ -116,7 +113,7 @@ def tool_call(
 
     .. versionadded:: 0.1.0
     """
-    return tool_call_in(_require_frame("tool_call"), name, id, parent_message_id)
+    return tool_call_in(require("tool_call"), name, id, parent_message_id)
 
 
 def activity(
@@ -130,7 +127,7 @@ def activity(
 
     .. versionadded:: 0.1.0
     """
-    return activity_in(_require_frame("activity"), activity_type, content, id)
+    return activity_in(require("activity"), activity_type, content, id)
 
 
 def step(name: str) -> Step:
@@ -195,7 +192,7 @@ def emit(event: ev.BaseEvent) -> None:
 
     .. versionadded:: 0.1.0
     """
-    emit_in(_require_frame("emit"), event)
+    emit_in(require("emit"), event)
 
 
 def current_subagent_id() -> str | None:
@@ -234,7 +231,7 @@ def state() -> Any:
 
     .. versionadded:: 0.1.0
     """
-    return _require_frame("state").run.state()
+    return require("state").run.state()
 
 
 def set_state(value: Any) -> None:
@@ -243,7 +240,7 @@ def set_state(value: Any) -> None:
 
     .. versionadded:: 0.1.0
     """
-    set_state_in(_require_frame("set_state"), value)
+    set_state_in(require("set_state"), value)
 
 
 def update_state(update: Callable[[Any], Any]) -> None:
@@ -252,7 +249,7 @@ def update_state(update: Callable[[Any], Any]) -> None:
 
     .. versionadded:: 0.1.0
     """
-    update_state_in(_require_frame("update_state"), update)
+    update_state_in(require("update_state"), update)
 
 
 def publish_state() -> None:
@@ -261,7 +258,7 @@ def publish_state() -> None:
 
     .. versionadded:: 0.1.0
     """
-    publish_state_in(_require_frame("publish_state"))
+    publish_state_in(require("publish_state"))
 
 
 async def drain() -> None:
@@ -270,7 +267,7 @@ async def drain() -> None:
 
     .. versionadded:: 0.1.0
     """
-    await _require_frame("drain").run.drain()
+    await require("drain").run.drain()
 
 
 def use(handle: Subagent) -> Callable[..., Any]:

@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._handles import Emitters, _code_of, _interrupts_of, _is_cancellation, _safely
+from ambient_runs._outcomes import code_of, interrupts_of, is_cancellation, safely
 from ambient_runs._scopes import Frame
+from ambient_runs._state import publish_state_in, set_state_in, update_state_in
+from ambient_runs._subagent import Emitters
 from ambient_runs._wire import json_form
 from ambient_runs.errors import ProtocolError, RunCancelledError
 
 if TYPE_CHECKING:
     from typing import Self
 
-__all__ = ("EventLog", "Interrupted", "Run", "Sink", "Transformer", "current_run")
+__all__ = ("EventLog", "Run", "Sink", "Transformer", "current_run")
 
 T = TypeVar("T")
 
@@ -38,42 +40,6 @@ Transformer = Callable[[ev.BaseEvent], "ev.BaseEvent | Sequence[ev.BaseEvent] | 
 """Rewrites one event: return it (changed or not), None to drop it, or several."""
 
 PROTOCOL_VERSION = "1.0"
-
-
-class Interrupted(Exception):
-    """
-    Raise to pause the run on *interrupts* the client must answer.
-
-    Leaving a subagent, it finishes the invocation as ``suspended`` (naming the
-    interrupts raised in it); leaving the run, it ends the run with an
-    ``interrupt`` outcome carrying every interrupt. An interrupt without a
-    ``subagent_run_id`` gets the ambient subagent's id when raised.
-
-    Args:
-        interrupts: One or more `Interrupt` records (at least one).
-
-    .. versionadded:: 0.1.0
-    """
-
-    def __init__(self, *interrupts: ev.Interrupt | Sequence[ev.Interrupt]) -> None:
-        flat: list[ev.Interrupt] = []
-        for item in interrupts:
-            flat.extend([item] if isinstance(item, ev.Interrupt) else item)
-        if not flat:
-            msg = "Interrupted needs at least one Interrupt"
-            raise ValueError(msg)
-        frame = _scopes.current()
-        owner = frame.owner if frame is not None else None
-        if owner is not None:
-            flat = [i if i.subagent_run_id is not None else _with_owner(i, owner) for i in flat]
-        self.interrupts: tuple[ev.Interrupt, ...] = tuple(flat)
-        super().__init__(", ".join(i.id for i in flat))
-
-
-def _with_owner(interrupt: ev.Interrupt, owner: str) -> ev.Interrupt:
-    import attrs
-
-    return attrs.evolve(interrupt, subagent_run_id=owner)
 
 
 class EventLog:
@@ -118,9 +84,7 @@ def current_run() -> Run:
 
     .. versionadded:: 0.1.0
     """
-    from ambient_runs._handles import _require_frame
-
-    return _require_frame("current_run").run
+    return _scopes.require("current_run").run
 
 
 class Run(Emitters):
@@ -426,16 +390,16 @@ class Run(Emitters):
         if exc is None:
             self._close_and_send(self._finished_event(None, self._result), quietly=False)
             return False
-        interrupts = _interrupts_of(exc)
+        interrupts = interrupts_of(exc)
         if interrupts is not None:
             outcome: ev.RunFinishedOutcome = ev.RunFinishedInterruptOutcome(interrupts=interrupts)
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return True
-        if _is_cancellation(exc) or isinstance(exc, KeyboardInterrupt | SystemExit):
+        if is_cancellation(exc) or isinstance(exc, KeyboardInterrupt | SystemExit):
             outcome = ev.RunFinishedCancelledOutcome()
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return isinstance(exc, RunCancelledError)
-        _safely(self._send_error, str(exc) or type(exc).__name__, _code_of(exc))
+        safely(self._send_error, str(exc) or type(exc).__name__, code_of(exc))
         return False
 
     def _finished_event(
@@ -457,7 +421,7 @@ class Run(Emitters):
                 self._send(finished)
             except Exception as error:
                 # It could not finish cleanly: RUN_ERROR keeps the stream valid.
-                _safely(self._send_error, str(error), "protocol_error")
+                safely(self._send_error, str(error), "protocol_error")
                 raise
             self._finished = True
 
@@ -594,40 +558,6 @@ class Run(Emitters):
         Nothing changed, nothing sent. State is compared in its wire form.
         """
         publish_state_in(self._emit_frame())
-
-
-def set_state_in(frame: Frame, state: Any) -> None:
-    """Replace the run's state and publish the change, attributed to *frame*'s owner."""
-    frame.run._state = state
-    publish_state_in(frame)
-
-
-def update_state_in(frame: Frame, update: Callable[[Any], Any]) -> None:
-    """Apply *update* to the run's state (mutate, or return a new one) and publish."""
-    run = frame.run
-    new = update(run._state)
-    if new is not None:
-        run._state = new
-    publish_state_in(frame)
-
-
-def publish_state_in(frame: Frame) -> None:
-    """Publish the run's state, attributed (as provenance) to *frame*'s owner."""
-    from ambient_runs._diff import StateTracker
-    from ambient_runs._handles import _operations, tracked_change
-
-    run = frame.run
-    with run._lock:
-        if run._tracker is None:
-            run._tracker = StateTracker()
-        change = tracked_change(run._tracker, run._state)
-        if change is None:
-            return
-        kind, payload = change
-        if kind == "snapshot":
-            run._send(ev.StateSnapshotEvent(snapshot=payload, subagent_run_id=frame.owner))
-        else:
-            run._send(ev.StateDeltaEvent(delta=_operations(payload), subagent_run_id=frame.owner))
 
 
 def _tool_call_ids(messages: Sequence[ev.Message]) -> list[str]:

@@ -25,9 +25,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from ambient_runs.errors import NoActiveRunError
+
 if TYPE_CHECKING:
-    from ambient_runs._handles import Subagent
     from ambient_runs._run import Run
+    from ambient_runs._subagent import Subagent
 
 __all__ = (
     "Frame",
@@ -40,6 +42,7 @@ __all__ = (
     "leave",
     "remove_run_hook",
     "remove_tap",
+    "require",
     "run_hooks",
     "stepping",
     "taps",
@@ -109,6 +112,23 @@ _FRAME: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
 
 #: Read the ambient frame (None outside any run): the hot path of every emitter.
 current = _FRAME.get
+
+
+def require(what: str) -> Frame:
+    """
+    Return the ambient frame, for emitter *what*.
+
+    Raises:
+        NoActiveRunError: No run is ambient; the message names the fix.
+    """
+    frame = _FRAME.get()
+    if frame is None:
+        msg = (
+            f"{what}() needs an active run: call it inside `async with ambient_runs.Run(input):` "
+            "(or a function that run calls), or use the run's own method, e.g. run.say()"
+        )
+        raise NoActiveRunError(msg)
+    return frame
 
 
 #: Make a frame ambient; hand the token to `leave` (the var's own ``set``: no wrapper).

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ambient_runs import events as ev
-from ambient_runs._handles import _code_of
+from ambient_runs._outcomes import code_of as _code_of
 from ambient_runs._run import Run
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from typing import Any, TypeAlias
 
 from ambient_runs import events as ev
 from ambient_runs import sse
-from ambient_runs._handles import _code_of
+from ambient_runs._outcomes import code_of as _code_of
 from ambient_runs._run import Run
 from ambient_runs._stream import Agent, EventStream, stream
 from ambient_runs.errors import InvalidInputError, InvalidJSONError

@@ -1,0 +1,399 @@
+"""
+Content handles: open messages, reasoning blocks, tool calls and activities.
+
+A handle captures its *owner* (the ``subagentRunId`` of the scope that opened
+it) when it is opened, and every continuation it emits carries that owner,
+wherever it is called from: another task, a thread, a callback. Each handle is
+a context manager and also works by explicit calls; ending one twice is
+harmless and warns. `Handle` is also the base of `Step`.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import AsyncIterable, Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ambient_runs import events as ev
+from ambient_runs._diff import StateTracker
+from ambient_runs._state import operations, tracked_change
+from ambient_runs._wire import json_form
+from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ambient_runs._run import Run
+    from ambient_runs._scopes import Frame
+
+__all__ = ("ActivityHandle", "Handle", "MessageHandle", "ReasoningHandle", "ToolCallHandle")
+
+
+class Handle:
+    """Base of every handle: its run, owner, and the scope it is registered in."""
+
+    __slots__ = ("_ended", "_owner", "_parent", "_run")
+
+    _what: str = "handle"
+
+    def __init__(self, frame: Frame) -> None:
+        self._run = frame.run
+        self._owner = frame.owner
+        self._parent: Any = frame.subagent if frame.subagent is not None else frame.run
+        self._ended = False
+
+    @property
+    def owner(self) -> str | None:
+        """The ``subagentRunId`` every event of this handle carries (None: the parent agent)."""
+        return self._owner
+
+    @property
+    def ended(self) -> bool:
+        """Whether the handle has been ended."""
+        return self._ended
+
+    def _open(self, *opening: ev.BaseEvent) -> None:
+        run = self._run
+        with run._lock:
+            for event in opening:
+                run._send(event)
+            self._parent._children[id(self)] = self
+
+    def _closing(self) -> bool:
+        """Mark the handle ended; False (after a warning) when it already was."""
+        if self._ended:
+            warnings.warn(
+                f"{self._what} already ended; this end() did nothing", HandleWarning, stacklevel=3
+            )
+            return False
+        self._ended = True
+        self._parent._children.pop(id(self), None)
+        return True
+
+    def _check_open(self) -> None:
+        if self._ended:
+            msg = f"{self._what} has ended; open a new one to send more"
+            raise HandleClosedError(msg)
+
+    def end(self) -> None:
+        """End the handle, emitting its closing event(s)."""
+        raise NotImplementedError
+
+    def _abandon(self, *, quietly: bool) -> None:
+        """Close the handle on behalf of a scope that ended with it still open."""
+        if not quietly:
+            warnings.warn(
+                f"{self._what} was still open when its scope ended; ambient_runs closed it",
+                LeftOpenWarning,
+                stacklevel=4,
+            )
+        self.end()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._ended:
+            self.end()
+
+
+#: Trusted constructors for the hot paths (see `events.unchecked`).
+_content_event = ev.unchecked(ev.TextMessageContentEvent, "message_id", "delta", "subagent_run_id")
+
+
+class MessageHandle(Handle):
+    """
+    An open text message: ``TEXT_MESSAGE_START`` has been sent.
+
+    Write deltas with `write`, consume an iterable with `stream` (or an async one
+    with `astream`), and `end` it (or leave the ``with`` block).
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("id", "role")
+    _what = "message"
+
+    def __init__(
+        self, frame: Frame, message_id: str, role: ev.TextMessageRole, name: str | None
+    ) -> None:
+        super().__init__(frame)
+        self.id = message_id
+        self.role = role
+        self._open(
+            ev.TextMessageStartEvent(
+                message_id=message_id,
+                role=role,
+                name=name,
+                subagent_run_id=self._owner,
+            )
+        )
+
+    def write(self, delta: str) -> None:
+        """
+        Send *delta*, the next piece of the message's text.
+
+        Raises:
+            HandleClosedError: The message has ended.
+        """
+        if self._ended:
+            self._check_open()
+        message_id = self.id
+        if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
+            self._run._send(_content_event(message_id, delta, self._owner))
+        else:  # the constructor validates (a str subclass passes, anything else raises)
+            self._run._send(
+                ev.TextMessageContentEvent(
+                    message_id=message_id, delta=delta, subagent_run_id=self._owner
+                )
+            )
+
+    def stream(self, chunks: Iterable[str]) -> str:
+        """Write every chunk of *chunks*; return the whole text."""
+        parts = []
+        for chunk in chunks:
+            self.write(chunk)
+            parts.append(chunk)
+        return "".join(parts)
+
+    async def astream(self, chunks: AsyncIterable[str]) -> str:
+        """
+        Write every chunk of the async iterable *chunks*; return the whole text.
+
+        Waits for the consumer (`Run.drain`) after each chunk, so a slow client
+        applies backpressure to the model stream.
+        """
+        parts = []
+        async for chunk in chunks:
+            self.write(chunk)
+            parts.append(chunk)
+            await self._run.drain()
+        return "".join(parts)
+
+    def end(self) -> None:
+        """Send ``TEXT_MESSAGE_END``. A second call warns and does nothing."""
+        if self._closing():
+            self._run._send(
+                ev.TextMessageEndEvent(message_id=self.id, subagent_run_id=self._owner)
+            )
+
+
+class ReasoningHandle(Handle):
+    """
+    An open reasoning block: ``REASONING_START`` has been sent.
+
+    The first `write` opens a reasoning message under the same id; `end` closes
+    the message (if open) and the block.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("_message_open", "id")
+    _what = "reasoning block"
+
+    def __init__(self, frame: Frame, message_id: str) -> None:
+        super().__init__(frame)
+        self.id = message_id
+        self._message_open = False
+        self._open(ev.ReasoningStartEvent(message_id=message_id, subagent_run_id=self._owner))
+
+    def write(self, delta: str) -> None:
+        """
+        Send *delta*, the next piece of reasoning text.
+
+        Raises:
+            HandleClosedError: The block has ended.
+        """
+        self._check_open()
+        run, owner = self._run, self._owner
+        if not self._message_open:
+            run._send(ev.ReasoningMessageStartEvent(message_id=self.id, subagent_run_id=owner))
+            self._message_open = True
+        run._send(
+            ev.ReasoningMessageContentEvent(message_id=self.id, delta=delta, subagent_run_id=owner)
+        )
+
+    def encrypted(self, value: str) -> None:
+        """Attach an opaque encrypted value to this reasoning message."""
+        self._run._send(
+            ev.ReasoningEncryptedValueEvent(
+                subtype="message",
+                entity_id=self.id,
+                encrypted_value=value,
+                subagent_run_id=self._owner,
+            )
+        )
+
+    def end(self) -> None:
+        """Close the reasoning message (if one is open) and the block."""
+        if self._closing():
+            run, owner = self._run, self._owner
+            with run._lock:
+                if self._message_open:
+                    run._send(
+                        ev.ReasoningMessageEndEvent(message_id=self.id, subagent_run_id=owner)
+                    )
+                run._send(ev.ReasoningEndEvent(message_id=self.id, subagent_run_id=owner))
+
+
+class ToolCallHandle(Handle):
+    """
+    An open tool call: ``TOOL_CALL_START`` has been sent.
+
+    Send the arguments with `args`, close them with `end`, and report the
+    outcome with `result` (``TOOL_CALL_RESULT``, as a new tool message whose id
+    `result_message_id` is fixed when the call opens).
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("id", "name", "parent_message_id", "result_message_id")
+    _what = "tool call"
+
+    def __init__(
+        self, frame: Frame, call_id: str, name: str, parent_message_id: str | None
+    ) -> None:
+        super().__init__(frame)
+        # A tool call belongs to the message that carries it: take that message's
+        # owner, and let that owner's scope close it if it is left open.
+        if parent_message_id is not None:
+            owner = frame.run._message_owners.get(parent_message_id, self._owner)
+            if owner != self._owner:
+                self._owner = owner
+                self._parent = _open_scope_of(frame.run, owner) or self._parent
+        self.id = call_id
+        self.name = name
+        self.parent_message_id = parent_message_id
+        self.result_message_id = frame.run.new_message_id()
+        self._open(
+            ev.ToolCallStartEvent(
+                tool_call_id=call_id,
+                tool_call_name=name,
+                parent_message_id=parent_message_id,
+                subagent_run_id=self._owner,
+            )
+        )
+
+    def args(self, delta: Any) -> None:
+        """
+        Send a piece of the arguments: text as is, any other JSON value as JSON text.
+
+        Raises:
+            HandleClosedError: The arguments were already closed with `end`.
+        """
+        self._check_open()
+        text = (
+            delta if isinstance(delta, str) else json.dumps(json_form(delta), ensure_ascii=False)
+        )
+        self._run._send(
+            ev.ToolCallArgsEvent(tool_call_id=self.id, delta=text, subagent_run_id=self._owner)
+        )
+
+    def end(self) -> None:
+        """Send ``TOOL_CALL_END``: the arguments are complete."""
+        if self._closing():
+            self._run._send(ev.ToolCallEndEvent(tool_call_id=self.id, subagent_run_id=self._owner))
+
+    def result(self, content: Any) -> str:
+        """
+        Send the call's result as ``TOOL_CALL_RESULT``; end the call first if needed.
+
+        Args:
+            content: A string, a sequence of content parts, or any JSON value
+                (sent as JSON text).
+
+        Returns:
+            The id of the tool message the result creates.
+        """
+        if not self._ended:
+            self.end()
+        if not isinstance(content, str) and not (
+            isinstance(content, Sequence) and all(isinstance(p, ev._PARTS) for p in content)
+        ):
+            content = json.dumps(json_form(content), ensure_ascii=False)
+        self._run._send(
+            ev.ToolCallResultEvent(
+                message_id=self.result_message_id,
+                tool_call_id=self.id,
+                content=content,
+                subagent_run_id=self._owner,
+            )
+        )
+        return self.result_message_id
+
+
+class ActivityHandle(Handle):
+    """
+    An activity message: ``ACTIVITY_SNAPSHOT`` first, then ``ACTIVITY_DELTA`` patches.
+
+    `update` replaces the content and publishes the change with the same differ
+    as run state. An activity stays until the conversation drops it, so ending
+    the handle sends nothing.
+
+    .. versionadded:: 0.1.0
+    """
+
+    __slots__ = ("activity_type", "id", "tracker")
+    _what = "activity"
+
+    def __init__(self, frame: Frame, message_id: str, activity_type: str, content: Any) -> None:
+        super().__init__(frame)
+        self.id = message_id
+        self.activity_type = activity_type
+        self.tracker = StateTracker()
+        self.update(content)
+
+    def update(self, content: Any) -> None:
+        """Publish *content* (a JSON object, attrs instance or dataclass) as the new content."""
+        self._check_open()
+        run, owner = self._run, self._owner
+        with run._lock:
+            change = tracked_change(self.tracker, content)
+            if change is None:
+                return
+            kind, payload = change
+            if kind == "snapshot":
+                run._send(
+                    ev.ActivitySnapshotEvent(
+                        message_id=self.id,
+                        activity_type=self.activity_type,
+                        content=payload,
+                        subagent_run_id=owner,
+                    )
+                )
+            else:
+                run._send(
+                    ev.ActivityDeltaEvent(
+                        message_id=self.id,
+                        activity_type=self.activity_type,
+                        patch=operations(payload),
+                        subagent_run_id=owner,
+                    )
+                )
+
+    def end(self) -> None:
+        """Stop updating the activity (nothing is sent)."""
+        self._closing()
+
+
+def _open_scope_of(run: Run, owner: str | None) -> Any:
+    """Return the open scope (the run, or a subagent) whose ``subagentRunId`` is *owner*."""
+    if owner is None:
+        return run
+    with run._lock:
+        pending = list(run._children.values())
+        while pending:
+            handle = pending.pop()
+            children = getattr(handle, "_children", None)
+            if children is not None:  # a subagent
+                if handle.id == owner and not handle.ended:
+                    return handle
+                pending.extend(children.values())
+    return None

@@ -1,0 +1,172 @@
+"""
+The content emitters: one implementation of each, as ``*_in(frame, ...)`` functions.
+
+`ContentEmitters` puts them on `Run` and `Subagent` as methods (each object
+supplies the frame to emit in), and ``_emit`` as module-level functions of
+whatever is ambient. The emitters that open scopes (`step`, `subagent`) live
+with `Subagent` (``_subagent.Emitters``), which they need.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import attrs
+
+from ambient_runs import events as ev
+from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
+
+if TYPE_CHECKING:
+    from ambient_runs._scopes import Frame
+
+__all__ = (
+    "ContentEmitters",
+    "activity_in",
+    "emit_in",
+    "message_in",
+    "reasoning_in",
+    "say_in",
+    "think_in",
+    "tool_call_in",
+)
+
+
+class ContentEmitters:
+    """
+    The content emitter methods, shared by `Run` and `Subagent` (through `Emitters`).
+
+    Each method attributes what it emits to the frame `_emit_frame` returns: the
+    parent agent for a run, the invocation for a subagent handle. The
+    module-level functions of ``_emit`` call the same ``*_in`` functions.
+    """
+
+    __slots__ = ()
+
+    def _emit_frame(self) -> Frame:
+        raise NotImplementedError
+
+    def say(self, text: str, *, id: str | None = None) -> str:
+        """Emit a whole assistant message (start, content, end); return its id."""
+        return say_in(self._emit_frame(), text, id)
+
+    def think(self, text: str, *, id: str | None = None) -> str:
+        """Emit a whole reasoning block in one call; return its id."""
+        return think_in(self._emit_frame(), text, id)
+
+    def message(
+        self,
+        role: ev.TextMessageRole = "assistant",
+        *,
+        id: str | None = None,
+        name: str | None = None,
+    ) -> MessageHandle:
+        """Open a text message (``TEXT_MESSAGE_START``) under a fresh or given id."""
+        return message_in(self._emit_frame(), role, id, name)
+
+    def reasoning(self, *, id: str | None = None) -> ReasoningHandle:
+        """Open a reasoning block (``REASONING_START``) under a fresh or given id."""
+        return reasoning_in(self._emit_frame(), id)
+
+    def tool_call(
+        self,
+        name: str,
+        *,
+        id: str | None = None,
+        parent_message_id: str | None = None,
+    ) -> ToolCallHandle:
+        """Open a call to tool *name* (``TOOL_CALL_START``) under a fresh or given id."""
+        return tool_call_in(self._emit_frame(), name, id, parent_message_id)
+
+    def activity(
+        self,
+        activity_type: str,
+        content: Any,
+        *,
+        id: str | None = None,
+    ) -> ActivityHandle:
+        """Publish an activity message: a snapshot now, deltas on each `ActivityHandle.update`."""
+        return activity_in(self._emit_frame(), activity_type, content, id)
+
+    def current_subagent_id(self) -> str | None:
+        """
+        Return the ``subagentRunId`` this emitter's events carry.
+
+        None for a run (its methods emit the parent agent's own events); the
+        invocation's id for a subagent handle.
+        """
+        return self._emit_frame().owner
+
+    def emit(self, event: ev.BaseEvent) -> None:
+        """
+        Emit *event* as is: transformed and verified like any other.
+
+        An attributable event without a ``subagent_run_id`` is attributed to this
+        scope; one that carries its own keeps it.
+        """
+        emit_in(self._emit_frame(), event)
+
+
+def say_in(frame: Frame, text: str, message_id: str | None) -> str:
+    """Emit a whole assistant message in *frame*; return its id."""
+    run, owner = frame.run, frame.owner
+    mid = message_id or run.new_message_id()
+    with run._lock:
+        run._send(
+            ev.TextMessageStartEvent(message_id=mid, role="assistant", subagent_run_id=owner)
+        )
+        run._send(ev.TextMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner))
+        run._send(ev.TextMessageEndEvent(message_id=mid, subagent_run_id=owner))
+    run._message_owners[mid] = owner
+    return mid
+
+
+def think_in(frame: Frame, text: str, message_id: str | None) -> str:
+    """Emit a whole reasoning block in *frame*; return its id."""
+    run, owner = frame.run, frame.owner
+    mid = message_id or run.new_message_id()
+    with run._lock:
+        run._send(ev.ReasoningStartEvent(message_id=mid, subagent_run_id=owner))
+        run._send(ev.ReasoningMessageStartEvent(message_id=mid, subagent_run_id=owner))
+        run._send(
+            ev.ReasoningMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner)
+        )
+        run._send(ev.ReasoningMessageEndEvent(message_id=mid, subagent_run_id=owner))
+        run._send(ev.ReasoningEndEvent(message_id=mid, subagent_run_id=owner))
+    return mid
+
+
+def reasoning_in(frame: Frame, message_id: str | None) -> ReasoningHandle:
+    """Open a reasoning block in *frame*."""
+    return ReasoningHandle(frame, message_id or frame.run.new_message_id())
+
+
+def tool_call_in(
+    frame: Frame, name: str, call_id: str | None, parent_message_id: str | None
+) -> ToolCallHandle:
+    """Open a tool call in *frame*."""
+    return ToolCallHandle(frame, call_id or frame.run.new_tool_call_id(), name, parent_message_id)
+
+
+def activity_in(
+    frame: Frame, activity_type: str, content: Any, message_id: str | None
+) -> ActivityHandle:
+    """Publish an activity in *frame*."""
+    return ActivityHandle(frame, message_id or frame.run.new_message_id(), activity_type, content)
+
+
+def message_in(
+    frame: Frame, role: ev.TextMessageRole, message_id: str | None, name: str | None
+) -> MessageHandle:
+    """Open a text message in *frame*."""
+    run = frame.run
+    handle = MessageHandle(frame, message_id or run.new_message_id(), role, name)
+    run._message_owners[handle.id] = handle.owner
+    return handle
+
+
+def emit_in(frame: Frame, event: ev.BaseEvent) -> None:
+    """Emit a raw event in *frame*, attributing it when it is untagged."""
+    owner = frame.owner
+    if owner is not None and type(event) in ev.ATTRIBUTABLE and event.subagent_run_id is None:  # type: ignore[attr-defined]
+        event = attrs.evolve(cast(Any, event), subagent_run_id=owner)
+    frame.run._send(event)

@@ -1,0 +1,116 @@
+"""
+The faces `Step` and `Subagent` share: ``with``, ``async with`` and decorator.
+
+A class that mixes in `Faces` provides the lifecycle hooks it names; the faces
+turn them into context-manager and decorator behaviour, so both handle kinds
+enter, re-enter, leave and decorate the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from ambient_runs import _scopes
+from ambient_runs._decorators import decorate
+from ambient_runs._outcomes import safely
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ambient_runs._scopes import Frame
+
+__all__ = ("Faces",)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Faces:
+    """
+    The context-manager and decorator faces that `Step` and `Subagent` share.
+
+    A scope provides `_begin` (announce it in a parent frame, return the frame
+    to make ambient; warn and return the same frame when already started),
+    `_finish` (end it the way the body ended), `_fresh` (a new scope with the
+    same configuration, for each decorated call), and the two frame hooks below.
+    """
+
+    _what: str
+    name: str
+    _depth: int
+    _token: Any
+
+    if TYPE_CHECKING:
+
+        @property
+        def ended(self) -> bool: ...  # each scope class has its own
+
+    def _parent_frame(self) -> Frame:
+        """The frame a new scope starts in: a bound one, or the ambient one."""
+        raise NotImplementedError
+
+    def _started_frame(self) -> Frame | None:
+        """The frame `_begin` made, or None before the scope starts."""
+        raise NotImplementedError
+
+    def _begin(self, parent: Frame) -> Frame:
+        raise NotImplementedError
+
+    def _finish(self, exc: BaseException | None, result: Any = None) -> None:
+        raise NotImplementedError
+
+    def _fresh(self) -> Any:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Drop references the ended scope no longer needs (a hook; nothing by default)."""
+
+    def __enter__(self) -> Self:
+        started = self._started_frame()
+        if started is not None:  # re-entered (or entered after start()): warn, no re-announce
+            self._begin(started)
+            self._depth += 1
+            return self
+        self._token = _scopes.enter(self._begin(self._parent_frame()))
+        self._depth = 1
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        if self._token is not None:
+            _scopes.leave(self._token, self._started_frame(), f"{self._what} {self.name!r}")
+            self._token = None
+        if exc is not None:
+            safely(self._finish, exc)
+        else:
+            self._finish(None)
+        if self.ended:
+            self._release()
+
+    async def __aenter__(self) -> Self:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
+    @overload
+    def __call__(self, fn: Any) -> Any: ...
+    def __call__(self, fn: Any) -> Any:
+        """Decorate *fn*: each call runs inside a fresh scope like this one."""
+        return decorate(fn, self._fresh)

@@ -1,0 +1,123 @@
+"""
+Outcomes: how a run or a subagent ended, read off the exception that ended it.
+
+`Interrupted` (the exception that pauses a run), and the pure helpers every
+scope's exit uses: the interrupts an exception carries, whether it is a
+cancellation, the error code it names, the JSON form of a return value, and
+`safely`, which runs a closing step on an exception path without masking it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ambient_runs import _scopes
+from ambient_runs import events as ev
+from ambient_runs._wire import json_form
+from ambient_runs.errors import ResultWarning, RunCancelledError
+
+__all__ = (
+    "Interrupted",
+    "code_of",
+    "interrupts_of",
+    "is_cancellation",
+    "result_form",
+    "safely",
+)
+
+_log = logging.getLogger("ambient_runs")
+
+
+class Interrupted(Exception):
+    """
+    Raise to pause the run on *interrupts* the client must answer.
+
+    Leaving a subagent, it finishes the invocation as ``suspended`` (naming the
+    interrupts raised in it); leaving the run, it ends the run with an
+    ``interrupt`` outcome carrying every interrupt. An interrupt without a
+    ``subagent_run_id`` gets the ambient subagent's id when raised.
+
+    Args:
+        interrupts: One or more `Interrupt` records (at least one).
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, *interrupts: ev.Interrupt | Sequence[ev.Interrupt]) -> None:
+        flat: list[ev.Interrupt] = []
+        for item in interrupts:
+            flat.extend([item] if isinstance(item, ev.Interrupt) else item)
+        if not flat:
+            msg = "Interrupted needs at least one Interrupt"
+            raise ValueError(msg)
+        frame = _scopes.current()
+        owner = frame.owner if frame is not None else None
+        if owner is not None:
+            flat = [
+                i if i.subagent_run_id is not None else attrs.evolve(i, subagent_run_id=owner)
+                for i in flat
+            ]
+        self.interrupts: tuple[ev.Interrupt, ...] = tuple(flat)
+        super().__init__(", ".join(i.id for i in flat))
+
+
+def safely(fn: Callable[..., None], *args: Any) -> None:
+    """Run a scope's closing step on an exception path: never mask the user's exception."""
+    try:
+        fn(*args)
+    except Exception:
+        _log.debug("closing a scope after an exception failed", exc_info=True)
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether *exc* cancels: asyncio's `CancelledError` or `Run.check_cancelled`'s error."""
+    return isinstance(exc, asyncio.CancelledError | RunCancelledError)
+
+
+def code_of(exc: BaseException) -> str:
+    """The error code *exc* names: its ``code`` attribute (a string), or its class name."""
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) else type(exc).__name__
+
+
+def interrupts_of(exc: BaseException) -> tuple[ev.Interrupt, ...] | None:
+    """The interrupts *exc* carries, if it is `Interrupted` or a group of only those."""
+    if isinstance(exc, Interrupted):
+        return exc.interrupts
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[ev.Interrupt] = []
+        for sub in exc.exceptions:
+            inner = interrupts_of(sub)
+            if inner is None:
+                return None
+            found.extend(inner)
+        return tuple(found)
+    return None
+
+
+def result_form(result: Any, name: str) -> Any:
+    """
+    The JSON form of subagent *name*'s return value, or None (with a `ResultWarning`).
+
+    A value with no JSON form must not fail the invocation that returned it: it
+    finishes without a result, and the warning names the fix.
+    """
+    if result is None:
+        return None
+    try:
+        return json_form(result)
+    except ValueError:
+        warnings.warn(
+            f"subagent {name!r} returned a {type(result).__name__}, which has no JSON form; "
+            "SUBAGENT_FINISHED carries no result. Return JSON values, attrs instances or "
+            "dataclasses, or call finish_with() yourself.",
+            ResultWarning,
+            stacklevel=4,
+        )
+        return None
