@@ -29,6 +29,8 @@ from ambient_runs.errors import ProtocolError, RunCancelledError
 if TYPE_CHECKING:
     from typing import Self
 
+    from ambient_runs.asgi import Request
+
 __all__ = ("EventLog", "Run", "Sink", "Transformer", "current_run")
 
 T = TypeVar("T")
@@ -113,6 +115,8 @@ class Run(Emitters):
         verify: Check every event against the AG-UI 1.0 rules (`ProtocolError`).
         state: The typed state: an attrs instance, a dataclass or a JSON dict.
         echo_input: Put *input* into ``RUN_STARTED.input``.
+        request: The HTTP request being served (`Run.request`); a transport
+            passes it, before any run hook sees the run.
 
     .. versionadded:: 0.1.0
     """
@@ -126,6 +130,7 @@ class Run(Emitters):
         verify: bool = True,
         state: Any = None,
         echo_input: bool = False,
+        request: Request | None = None,
     ) -> None:
         if not isinstance(input, ev.RunAgentInput):
             input = ev.RunAgentInput.from_wire(input)
@@ -162,6 +167,9 @@ class Run(Emitters):
         self._root: Frame | None = None
         self._token: Any = None
         self._drain_hook: Callable[[], Awaitable[None]] | None = None
+        #: The HTTP request this run serves (`ambient_runs.asgi.Request`: headers,
+        #: client, path, the raw ASGI scope); None outside a server.
+        self.request: Request | None = request
         for hook in _scopes.run_hooks():
             hook(self)
 

@@ -29,8 +29,10 @@ import copy
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, TypeAlias
+
+import attrs
 
 from ambient_runs import events as ev
 from ambient_runs import sse
@@ -39,7 +41,7 @@ from ambient_runs._run import Run
 from ambient_runs._stream import Agent, EventStream, stream
 from ambient_runs.errors import InvalidInputError, InvalidJSONError
 
-__all__ = ("AgentApp",)
+__all__ = ("AgentApp", "Headers", "Request")
 
 _log = logging.getLogger("ambient_runs")
 
@@ -54,6 +56,106 @@ _STREAM_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+
+
+class Headers(Mapping[str, str]):
+    """
+    A request's headers: a read-only, case-insensitive ``str -> str`` mapping.
+
+    Names are looked up case-insensitively (``headers["traceparent"]``,
+    ``headers["TraceParent"]``) and iterate lower-cased. A header sent several
+    times reads as its values joined by ``", "`` (``"; "`` for ``cookie``), as
+    RFC 9110 combines them; `get_all` returns them apart. Bytes are decoded as
+    Latin-1, as ASGI servers hand them over.
+
+    Args:
+        raw: ``(name, value)`` pairs, bytes or str, as in an ASGI scope.
+
+    .. versionadded:: 0.2.0
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, raw: Iterable[tuple[bytes | str, bytes | str]] = ()) -> None:
+        values: dict[str, list[str]] = {}
+        for name, value in raw:
+            key = (name.decode("latin-1") if isinstance(name, bytes) else name).lower()
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            values.setdefault(key, []).append(text)
+        self._values = values
+
+    def __getitem__(self, name: str) -> str:
+        values = self._values[name.lower()]
+        return ("; " if name.lower() == "cookie" else ", ").join(values)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get_all(self, name: str) -> list[str]:
+        """
+        Return every value sent for *name*, in order (empty when absent).
+
+        .. versionadded:: 0.2.0
+        """
+        return list(self._values.get(name.lower(), ()))
+
+    def __repr__(self) -> str:
+        return f"Headers({ {k: self[k] for k in self} !r})"
+
+
+@attrs.frozen(kw_only=True)
+class Request:
+    """
+    The HTTP request a run serves: what `Run.request` holds under a server.
+
+    Built from the ASGI scope by `AgentApp` (and `serve`), before the agent
+    starts, so an agent can read who is asking::
+
+        async def agent(run: ar.Run) -> None:
+            user = run.request.scope.get("user") if run.request else None
+            parent = run.request.headers.get("traceparent") if run.request else None
+
+    Attributes:
+        method: The HTTP method, e.g. ``"POST"``.
+        path: The request path, as the server decoded it (``scope["path"]``).
+        query: The raw query string, decoded as Latin-1 (no ``?``).
+        headers: The request headers (`Headers`: case-insensitive).
+        client: The client's ``(host, port)``, or None when the server does not say.
+        scope: The raw ASGI scope, with whatever middleware put there
+            (``scope["user"]``, ``scope["state"]``, …). Read it, do not change it.
+
+    .. versionadded:: 0.2.0
+    """
+
+    method: str
+    path: str
+    query: str = ""
+    headers: Headers = attrs.field(factory=Headers)
+    client: tuple[str, int] | None = None
+    scope: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+    @classmethod
+    def from_scope(cls, scope: Mapping[str, Any]) -> Request:
+        """
+        Build the request of an ASGI ``http`` scope.
+
+        .. versionadded:: 0.2.0
+        """
+        client = scope.get("client")
+        return cls(
+            method=str(scope.get("method", "")),
+            path=str(scope.get("path", "")),
+            query=bytes(scope.get("query_string", b"")).decode("latin-1"),
+            headers=Headers(scope.get("headers") or ()),
+            client=(str(client[0]), int(client[1])) if client else None,
+            scope=scope,
+        )
 
 
 class _TooLarge(Exception):
