@@ -27,6 +27,8 @@ from ambient_runs._run import Run
 if TYPE_CHECKING:
     from typing import Self
 
+    from ambient_runs.asgi import Request
+
 __all__ = ("Agent", "EventStream", "StreamStatistics", "stream")
 
 _log = logging.getLogger("ambient_runs")
@@ -42,6 +44,7 @@ def stream(
     input: ev.RunAgentInput | Mapping[str, Any],
     *,
     buffer: int = 1024,
+    request: Request | None = None,
     **run_options: Any,
 ) -> EventStream:
     """
@@ -70,6 +73,8 @@ def stream(
         input: The request, a `RunAgentInput` or its wire form (a dict).
         buffer: The high-water mark: how many undelivered events make
             `Run.drain` wait.
+        request: The HTTP request being served, which the agent reads as
+            `Run.request` (`ambient_runs.asgi.Request`); a transport passes it.
         run_options: Passed to `Run` (*transformers*, *verify*, *state*,
             *echo_input*); not *sink*, which the stream owns.
 
@@ -92,6 +97,7 @@ def stream(
     channel = _Channel(buffer)
     run = Run(input, sink=channel.push, **run_options)
     run._drain_hook = channel.drain
+    run.request = request
     return EventStream(agent, run, channel)
 
 

@@ -106,7 +106,7 @@ class Headers(Mapping[str, str]):
         return list(self._values.get(name.lower(), ()))
 
     def __repr__(self) -> str:
-        return f"Headers({ {k: self[k] for k in self} !r})"
+        return f"Headers({ {k: self[k] for k in self}!r})"
 
 
 @attrs.frozen(kw_only=True)
@@ -207,9 +207,10 @@ class AgentApp:
         if keep_alive is not None and not keep_alive > 0:
             msg = f"keep_alive must be a positive number of seconds or None, not {keep_alive!r}"
             raise ValueError(msg)
-        if "sink" in run_options:
-            msg = "AgentApp owns the run's sink (the response); do not pass sink="
-            raise TypeError(msg)
+        for owned in ("sink", "request"):
+            if owned in run_options:
+                msg = f"AgentApp owns the run's {owned} (the HTTP exchange); do not pass {owned}="
+                raise TypeError(msg)
         options = {k: v for k, v in run_options.items() if k != "buffer"}
         inspect.signature(Run).bind(None, **options)  # a typo fails now, not per request
         self.agent = agent
@@ -273,7 +274,7 @@ class AgentApp:
         options = self.run_options
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
-        events = stream(self.agent, input, **options)
+        events = stream(self.agent, input, request=Request.from_scope(scope), **options)
         await _respond(events, receive, send, self.keep_alive)
 
     async def _read_body(self, length: bytes | None, receive: _Receive) -> bytes | None:
