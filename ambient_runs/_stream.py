@@ -95,9 +95,8 @@ def stream(
         msg = f"buffer must be >= 0, not {buffer}"
         raise ValueError(msg)
     channel = _Channel(buffer)
-    run = Run(input, sink=channel.push, **run_options)
+    run = Run(input, sink=channel.push, request=request, **run_options)
     run._drain_hook = channel.drain
-    run.request = request
     return EventStream(agent, run, channel)
 
 
