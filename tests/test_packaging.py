@@ -78,3 +78,34 @@ class TestDependencies:
         )
 
         assert "[]" == out.stdout.strip()
+
+    def test_the_adapters_package_pulls_in_no_framework(self) -> None:
+        """``ambient_runs.adapters`` and its shared helpers import no framework (adapters do)."""
+        code = (
+            "import sys, ambient_runs.adapters, ambient_runs.adapters._common\n"
+            "bad = {'pydantic', 'pydantic_core', 'pydantic_ai', 'agents', 'openai', 'langgraph',\n"
+            "       'langchain_core', 'httpx', 'opentelemetry', 'redis', 'ag_ui'}\n"
+            "print(sorted(bad & {k.split('.')[0] for k in sys.modules}))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+
+        assert "[]" == out.stdout.strip()
+
+    def test_every_adapter_declares_all_and_an_extra(self) -> None:
+        """Each adapter module says what it exports; its framework is an extra of the package."""
+        import ambient_runs.adapters as adapters
+
+        extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "optional-dependencies"
+        ]
+        for info in pkgutil.iter_modules(adapters.__path__):
+            module = importlib.import_module(f"ambient_runs.adapters.{info.name}")
+            names = getattr(module, "__all__", None)
+
+            assert names is not None, info.name
+            assert [] == [n for n in names if not hasattr(module, n)], info.name
+            assert sorted(names) == list(names), info.name
+            if not info.name.startswith("_"):
+                assert info.name.replace("_", "-") in extras, info.name

@@ -1,0 +1,289 @@
+"""
+What the framework adapters share: re-minted tool calls, JSON forms, resume tokens, cancellation.
+
+- **Foreign ids are never used on the wire.** Frameworks' test models (and some
+  real ones) reuse tool call ids across agents and even across turns of one
+  agent, so every foreign call gets a fresh ``<run id>-tool-<n>`` (`ToolCalls`),
+  and messages and reasoning blocks get the run's own ids.
+- **Resume tokens travel with the interrupt.** An adapter that pauses on a
+  framework's approval or deferred call puts everything it needs to continue
+  into ``Interrupt.metadata["ambient_runs"]["resume"]``; nothing is kept in the
+  process. The client sends that metadata back in the ``ResumeEntry`` that
+  answers the interrupt (``metadata: interrupt.metadata``), and the next run's
+  adapter call with the same *name* and prompt claims it (`claim_resume`).
+- **Cancellation.** `cancel_guard` turns `Run.cancel` into the cancellation of
+  the task running the framework, and that into `RunCancelledError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ambient_runs import _emit
+from ambient_runs import events as ev
+from ambient_runs._handles import ToolCallHandle
+from ambient_runs._run import Run, current_run
+from ambient_runs._wire import json_form
+from ambient_runs.errors import RunCancelledError
+
+__all__ = (
+    "ResumeToken",
+    "ToolCalls",
+    "cancel_guard",
+    "claim_resume",
+    "jsonable",
+    "prompt_key",
+    "resume_metadata",
+    "text_of",
+)
+
+#: The key under ``Interrupt.metadata`` (and ``ResumeEntry.metadata``) that adapters own.
+METADATA_KEY = "ambient_runs"
+
+
+def jsonable(value: Any) -> Any:
+    """
+    Return *value*'s JSON form: pydantic models by ``model_dump(mode="json")``,
+    JSON values, attrs classes and dataclasses by `json_form`, anything else
+    pydantic can serialise by ``to_jsonable_python``; ``str(value)`` as a last resort.
+    """
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        return dump(mode="json")
+    try:
+        return json_form(value)
+    except ValueError:
+        pass
+    try:
+        from pydantic_core import to_jsonable_python
+
+        return to_jsonable_python(value)
+    except Exception:
+        return str(value)
+
+
+def text_of(value: Any) -> str:
+    """Return *value* as tool-call text: a string as is, anything else as JSON text."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(jsonable(value), ensure_ascii=False)
+
+
+def prompt_key(prompt: Any) -> str:
+    """A short digest of a prompt: how a resuming call recognises its own suspended invocation."""
+    text = json.dumps(jsonable(prompt), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ToolCalls:
+    """
+    One invocation's tool calls, keyed by the framework's (foreign) ids.
+
+    Each foreign call gets a fresh id from the run. A foreign id seen again
+    (a test model reusing ``call_1``) opens a new call: the latest call with
+    that id is the one its result answers.
+    """
+
+    def __init__(self, known: Mapping[str, str] | None = None) -> None:
+        self._open: dict[str, ToolCallHandle] = {}
+        self._answered: set[str] = set()
+        #: Foreign id -> our id of calls made in an earlier run (resumed deferred calls).
+        self.known: dict[str, str] = dict(known or {})
+
+    def start(
+        self, foreign_id: str, name: str, *, parent_message_id: str | None = None
+    ) -> ToolCallHandle:
+        """Open a call (``TOOL_CALL_START``) for *foreign_id* in the ambient scope."""
+        handle = _emit.tool_call(name, parent_message_id=parent_message_id)
+        self._open[foreign_id] = handle
+        self.known.pop(foreign_id, None)
+        return handle
+
+    def get(self, foreign_id: str) -> ToolCallHandle | None:
+        """The latest call opened for *foreign_id*, if any."""
+        return self._open.get(foreign_id)
+
+    def our_id(self, foreign_id: str) -> str | None:
+        """Our id for *foreign_id*: a call of this run, or one of an earlier run."""
+        handle = self._open.get(foreign_id)
+        return handle.id if handle is not None else self.known.get(foreign_id)
+
+    def result(self, foreign_id: str, name: str, content: Any) -> None:
+        """
+        Send the result of *foreign_id*'s call (``TOOL_CALL_RESULT``).
+
+        A call of an earlier run gets its result against its original id, without
+        re-streaming it, when the client's history holds it (else it is restated
+        first); a call never seen is opened first.
+        """
+        text = text_of(content)
+        handle = self._open.get(foreign_id)
+        if handle is None:
+            earlier = self.known.pop(foreign_id, None)
+            run = current_run()
+            if earlier is not None and earlier in _client_tool_call_ids(run):
+                _emit.emit(
+                    ev.ToolCallResultEvent(
+                        message_id=run.new_message_id(), tool_call_id=earlier, content=text
+                    )
+                )
+                self._answered.add(earlier)
+                return
+            handle = _emit.tool_call(name, id=earlier)
+            self._open[foreign_id] = handle
+        if handle.id in self._answered:
+            return
+        handle.result(text)
+        self._answered.add(handle.id)
+
+    def end_args(self) -> None:
+        """Close the arguments of every call still streaming them."""
+        for handle in self._open.values():
+            if not handle.ended:
+                handle.end()
+
+    def unanswered(self) -> list[ToolCallHandle]:
+        """Calls of this run that have no result yet, in the order they were opened."""
+        return [h for h in self._open.values() if h.id not in self._answered]
+
+    def fail_unanswered(self, exc: BaseException) -> None:
+        """
+        Answer every call left without a result because *exc* ended the agent.
+
+        Without a result, a client treats a call as a pending frontend tool call;
+        the result says what happened instead: ``{"error": …, "type": …}``.
+        """
+        message = "cancelled" if isinstance(exc, asyncio.CancelledError) else str(exc)
+        content = {"error": message or type(exc).__name__, "type": type(exc).__name__}
+        for handle in self.unanswered():
+            handle.result(json.dumps(content, ensure_ascii=False))
+            self._answered.add(handle.id)
+
+
+def _client_tool_call_ids(run: Run) -> set[str]:
+    ids: set[str] = set()
+    for message in run.messages:
+        if isinstance(message, ev.AssistantMessage):
+            ids.update(call.id for call in message.tool_calls or ())
+    return ids
+
+
+# --------------------------------------------------------------------------- resume tokens
+
+
+class ResumeToken:
+    """
+    One answered interrupt an adapter raised in an earlier run, as the client sent it back.
+
+    *data* is what the adapter put into the interrupt's metadata; *entry* is the
+    client's answer.
+    """
+
+    __slots__ = ("data", "entry")
+
+    def __init__(self, entry: ev.ResumeEntry, data: dict[str, Any]) -> None:
+        self.entry = entry
+        self.data = data
+
+    @property
+    def subagent_run_id(self) -> str | None:
+        """The suspended invocation the interrupt belongs to (None: no subagent)."""
+        value = self.data.get("subagentRunId")
+        return value if isinstance(value, str) else None
+
+    def __repr__(self) -> str:
+        return f"<ResumeToken {self.entry.interrupt_id} {self.entry.status}>"
+
+
+def resume_metadata(
+    adapter: str, name: str | None, prompt: str, subagent_run_id: str | None, **data: Any
+) -> dict[str, Any]:
+    """The ``Interrupt.metadata`` an adapter attaches so that a later run can continue."""
+    token = {
+        "adapter": adapter,
+        "name": name,
+        "prompt": prompt,
+        "subagentRunId": subagent_run_id,
+        **data,
+    }
+    return {METADATA_KEY: {"resume": token}}
+
+
+_claimed: weakref.WeakKeyDictionary[Run, set[str]] = weakref.WeakKeyDictionary()
+
+
+def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[ResumeToken]:
+    """
+    Claim the answers meant for the adapter call (*adapter*, *name*, *prompt*) in *run*.
+
+    Returns the answers to one suspended invocation (all its interrupts), or
+    an empty list when there is none. Each answer is claimed once per run, so
+    two identical calls continue two different invocations, in the order of
+    their ids.
+    """
+    tokens: list[ResumeToken] = []
+    for entry in run.resume:
+        meta = entry.metadata or {}
+        ours = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
+        data = ours.get("resume") if isinstance(ours, dict) else None
+        if (
+            isinstance(data, dict)
+            and data.get("adapter") == adapter
+            and data.get("name") == name
+            and data.get("prompt") == prompt
+        ):
+            tokens.append(ResumeToken(entry, data))
+    if not tokens:
+        return []
+    with run._lock:
+        claimed = _claimed.setdefault(run, set())
+        free = [t for t in tokens if t.entry.interrupt_id not in claimed]
+        if not free:
+            return []
+        invocation = min(t.subagent_run_id or "" for t in free)
+        mine = [t for t in free if (t.subagent_run_id or "") == invocation]
+        claimed.update(t.entry.interrupt_id for t in mine)
+    return mine
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+@asynccontextmanager
+async def cancel_guard(run: Run) -> AsyncIterator[None]:
+    """
+    Run the block so that `Run.cancel` cancels it, raising `RunCancelledError`.
+
+    A cancellation from outside (the transport cancelling the agent task)
+    propagates unchanged.
+    """
+    task = asyncio.current_task()
+    if task is None:  # pragma: no cover - always inside a task under asyncio
+        yield
+        return
+    fired = False
+
+    def _stop(_: object) -> None:
+        nonlocal fired
+        if not watcher.cancelled():
+            fired = True
+            task.cancel()
+
+    watcher = asyncio.ensure_future(run.cancelled())
+    watcher.add_done_callback(_stop)
+    try:
+        yield
+    except asyncio.CancelledError as exc:
+        if fired and task.uncancel() == 0:
+            msg = f"run {run.run_id!r} was cancelled"
+            raise RunCancelledError(msg) from exc
+        raise
+    finally:
+        watcher.remove_done_callback(_stop)
+        watcher.cancel()

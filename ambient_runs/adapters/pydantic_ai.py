@@ -1,0 +1,415 @@
+"""
+pydantic-ai, as an attributed subagent: ``await run_agent(agent, prompt, name="researcher")``.
+
+Install with ``pip install 'ambient-runs[pydantic-ai]'``.
+
+`run_agent` runs a pydantic-ai ``Agent`` through ``run_stream_events`` and
+streams what it does into the ambient scope (a new subagent called *name*
+when given), then returns the run's output:
+
+=====================================  ==============================================
+pydantic-ai                            AG-UI
+=====================================  ==============================================
+``TextPart`` and its deltas            ``TEXT_MESSAGE_START/CONTENT/END`` (assistant)
+``ThinkingPart`` and its deltas        ``REASONING_START``, ``REASONING_MESSAGE_*``,
+                                       ``REASONING_END``
+``ToolCallPart`` (function and output  ``TOOL_CALL_START``, ``TOOL_CALL_ARGS`` as the
+tools, built-in tools)                 arguments stream, ``TOOL_CALL_END`` at the
+                                       part's end; ``parentMessageId`` is the text
+                                       message of the same model response
+``FunctionToolResultEvent``,           ``TOOL_CALL_RESULT`` (a string as is, any other
+``OutputToolResultEvent``, built-in    value as JSON text; pydantic values by
+tool returns, retry prompts            ``model_dump(mode="json")``)
+the run's output                       returned; with *name*, ``SUBAGENT_FINISHED``
+                                       carrying its JSON form as ``result``
+an exception (a tool that raises,      ``SUBAGENT_ERROR`` (with *name*), and the
+a model error)                         exception propagates unchanged; calls it left
+                                       without a result get a ``TOOL_CALL_RESULT``
+                                       ``{"error": …, "type": …}``
+``DeferredToolRequests`` output        one `Interrupt` per call, raised as
+(``requires_approval``,                `Interrupted`: a ``suspended`` subagent and a
+``ApprovalRequired``, ``CallDeferred``)  run that finishes with an ``interrupt`` outcome
+=====================================  ==============================================
+
+Ids: every tool call gets a fresh ``<run id>-tool-<n>`` (``TestModel`` names
+every call ``pyd_ai_tool_call_id__<tool>``, in every agent), and messages and
+reasoning blocks get the run's own ids, so any number of agents can stream at
+once.
+
+**Deferred calls and resume.** An approval (``reason: "confirmation"``) or an
+external call (``reason: "tool_call"``; ``"input_required"`` for a question)
+carries ``toolCallId`` (the call as streamed) and, in
+``metadata["ambient_runs"]["resume"]``, everything needed to continue: the
+run's message history (pydantic-ai's JSON form), the framework's call id, and
+which invocation it paused. Nothing stays in the process. The client answers
+each interrupt in the next run's ``resume`` and sends the interrupt's
+``metadata`` back in the entry::
+
+    resume: agent.pendingInterrupts.map((i) => ({
+      interruptId: i.id, status: "resolved", payload: true, metadata: i.metadata }))
+
+The next run's ``run_agent`` call with the same *name* and prompt then
+continues the suspended invocation under its old ``subagentRunId`` with
+``deferred_tool_results`` built from the answers:
+
+- an approval: ``status: "cancelled"`` or a payload ``false`` denies it;
+  ``true``, no payload, or ``{"approved": true, "overrideArgs": {…}}`` approves
+  it; ``{"approved": false, "message": "…"}`` denies it with that message;
+- an external call: the payload is the tool's result; ``"cancelled"`` makes it
+  a failed call (``ToolFailed``) the model sees.
+
+The tools' results then answer the original ``toolCallId`` with
+``TOOL_CALL_RESULT`` and the agent carries on. The history comes back from the
+client, so it is as trustworthy as the client: an approver can already
+override arguments, but do not resume this way across a trust boundary you
+would not let send the conversation itself.
+
+What AG-UI cannot express, so it is not sent: file, speech and compaction parts
+(a file the model made, audio), thinking signatures (provider-verification
+blobs, not encrypted reasoning), usage (the run's ``usage`` belongs to the
+run, not to one of its agents), and the replacement of a part the model
+restarted (text already streamed stays; the new part is a new message).
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+try:
+    from pydantic_ai import messages as _pm
+    from pydantic_ai.exceptions import ToolFailed
+    from pydantic_ai.run import AgentRunResultEvent
+    from pydantic_ai.tools import (
+        DeferredToolRequests,
+        DeferredToolResults,
+        ToolApproved,
+        ToolDenied,
+    )
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the packaging test
+    msg = (
+        "ambient_runs.adapters.pydantic_ai needs pydantic-ai: "
+        "pip install 'ambient-runs[pydantic-ai]'"
+    )
+    raise ImportError(msg, name="pydantic_ai") from exc
+
+from ambient_runs import _emit
+from ambient_runs import events as ev
+from ambient_runs._handles import MessageHandle, ReasoningHandle, ToolCallHandle
+from ambient_runs._run import Interrupted, current_run
+from ambient_runs.adapters._common import (
+    ResumeToken,
+    ToolCalls,
+    cancel_guard,
+    claim_resume,
+    jsonable,
+    prompt_key,
+    resume_metadata,
+)
+
+__all__ = ("run_agent",)
+
+_log = logging.getLogger("ambient_runs.adapters.pydantic_ai")
+
+ADAPTER = "pydantic-ai"
+
+
+async def run_agent(
+    agent: Any,
+    user_prompt: Any = None,
+    *,
+    name: str | None = None,
+    **run_kwargs: Any,
+) -> Any:
+    """
+    Run the pydantic-ai *agent* on *user_prompt*, streaming it into the ambient scope.
+
+    Args:
+        agent: A pydantic-ai ``Agent`` (any ``AbstractAgent``).
+        user_prompt: What to ask it, as for ``Agent.run``.
+        name: Run it as a new subagent invocation called *name* (``SUBAGENT_STARTED``
+            ... ``SUBAGENT_FINISHED`` with the output as ``result``); without it,
+            its events belong to whatever scope is ambient.
+        run_kwargs: Passed to ``agent.run_stream_events`` (``deps``,
+            ``message_history``, ``model``, ``usage_limits``…). Unless you pass
+            ``output_type``, ``DeferredToolRequests`` is added to the agent's own,
+            so approvals and deferred calls become interrupts.
+
+    Returns:
+        The run's output.
+
+    Raises:
+        Interrupted: The agent paused on deferred calls or approvals (one
+            `Interrupt` each; see the module docstring for the resume).
+        NoActiveRunError: No run is ambient.
+        RunCancelledError: The run was cancelled (`Run.cancel`) while the agent ran.
+
+    Any exception of the agent run (a tool that raises, a model error)
+    propagates unchanged.
+
+    .. versionadded:: 0.1.0
+    """
+    run = current_run()
+    key = prompt_key(user_prompt)
+    tokens: list[ResumeToken] = []
+    if "deferred_tool_results" not in run_kwargs:
+        tokens = claim_resume(run, ADAPTER, name, key)
+    resumed_id = tokens[0].subagent_run_id if tokens else None
+    if tokens:
+        _resume_kwargs(tokens, run_kwargs)
+        user_prompt = None  # the prompt is in the history already
+    if "output_type" not in run_kwargs:
+        output_type = getattr(agent, "output_type", str)
+        if not _includes_deferred(output_type):
+            run_kwargs["output_type"] = [output_type, DeferredToolRequests]
+    known = {str(t.data["call"]): str(t.data["toolCallId"]) for t in tokens}
+
+    async with AsyncExitStack() as stack:
+        scope = None
+        if name is not None:
+            scope = await stack.enter_async_context(
+                _emit.subagent(name, id=resumed_id if resumed_id else None)
+            )
+        await stack.enter_async_context(cancel_guard(run))
+        stream = _Stream(ToolCalls(known))
+        try:
+            result = await stream.consume(agent, user_prompt, run_kwargs)
+        except BaseException as exc:
+            stream.close_parts()
+            if not isinstance(exc, Interrupted):
+                stream.calls.fail_unanswered(exc)
+            raise
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            owner = scope.id if scope is not None else _emit.current_subagent_id()
+            raise Interrupted(_interrupts(output, result, stream.calls, name, key, owner))
+        if scope is not None:
+            scope.finish_with(jsonable(output))
+        return output
+
+
+def _includes_deferred(output_type: Any) -> bool:
+    if output_type is DeferredToolRequests:
+        return True
+    if isinstance(output_type, Sequence) and not isinstance(output_type, str):
+        return any(_includes_deferred(t) for t in output_type)
+    return False
+
+
+class _Stream:
+    """One agent run's events, mapped onto the ambient scope."""
+
+    def __init__(self, calls: ToolCalls) -> None:
+        self.calls = calls
+        self.parts: dict[int, MessageHandle | ReasoningHandle | ToolCallHandle] = {}
+        self.args_sent: dict[int, str] = {}
+        self.response_message: str | None = None  # the text message of the current response
+
+    async def consume(self, agent: Any, user_prompt: Any, run_kwargs: dict[str, Any]) -> Any:
+        result = None
+        async with agent.run_stream_events(user_prompt, **run_kwargs) as events:
+            async for event in events:
+                if isinstance(event, _pm.PartStartEvent):
+                    self.start(event.index, event.part)
+                elif isinstance(event, _pm.PartDeltaEvent):
+                    self.delta(event.index, event.delta)
+                elif isinstance(event, _pm.PartEndEvent):
+                    self.end(event.index, event.part)
+                elif isinstance(event, _pm.FinalResultEvent):
+                    continue
+                else:
+                    self.close_parts()  # the model response is over
+                    self.response_message = None
+                    if isinstance(event, _pm.ToolCallEvent):
+                        self.tool_called(event.part)
+                    elif isinstance(event, _pm.ToolResultEvent):
+                        part = event.part
+                        self.calls.result(part.tool_call_id, part.tool_name, part.content)
+                    elif isinstance(event, AgentRunResultEvent):
+                        result = event.result
+        if result is None:  # pragma: no cover - pydantic-ai always ends with its result
+            msg = "the pydantic-ai run ended without a result"
+            raise RuntimeError(msg)
+        return result
+
+    # ------------------------------------------------------------------ parts
+
+    def start(self, index: int, part: Any) -> None:
+        if index in self.parts:  # a new part at an open index replaces the old one
+            self._end_part(index)
+        kind = getattr(part, "part_kind", None)
+        if kind == "text":
+            message = _emit.message()
+            self.parts[index] = message
+            self.response_message = message.id
+            if part.content:
+                message.write(part.content)
+        elif kind == "thinking":
+            block = _emit.reasoning()
+            self.parts[index] = block
+            if part.content:
+                block.write(part.content)
+        elif kind in ("tool-call", "builtin-tool-call"):
+            call = self.calls.start(
+                part.tool_call_id, part.tool_name, parent_message_id=self.response_message
+            )
+            self.parts[index] = call
+            self.args_sent[index] = ""
+            if isinstance(part.args, str) and part.args:
+                call.args(part.args)
+                self.args_sent[index] = part.args
+        elif kind == "builtin-tool-return":
+            self.calls.result(part.tool_call_id, part.tool_name, part.content)
+        else:
+            _log.debug("pydantic-ai part %r has no AG-UI form; not sent", kind)
+
+    def delta(self, index: int, delta: Any) -> None:
+        handle = self.parts.get(index)
+        if handle is None:
+            return
+        kind = getattr(delta, "part_delta_kind", None)
+        if kind in ("text", "thinking") and isinstance(handle, MessageHandle | ReasoningHandle):
+            if delta.content_delta:
+                handle.write(delta.content_delta)
+        elif kind == "tool_call" and isinstance(handle, ToolCallHandle):
+            # Text fragments stream as they come; a dict delta is sent whole at the end.
+            if not (isinstance(delta.args_delta, str) and delta.args_delta):
+                return
+            handle.args(delta.args_delta)
+            self.args_sent[index] = self.args_sent.get(index, "") + delta.args_delta
+
+    def end(self, index: int, part: Any) -> None:
+        handle = self.parts.get(index)
+        if isinstance(handle, ToolCallHandle) and not handle.ended:
+            whole = part.args_as_json_str() if hasattr(part, "args_as_json_str") else ""
+            sent = self.args_sent.get(index, "")
+            if not sent:
+                if whole:
+                    handle.args(whole)
+            elif whole.startswith(sent) and len(whole) > len(sent):
+                handle.args(whole[len(sent) :])
+            elif whole != sent:
+                _log.debug("tool call %s: final arguments differ from those streamed", handle.id)
+        self._end_part(index)
+
+    def _end_part(self, index: int) -> None:
+        handle = self.parts.pop(index, None)
+        self.args_sent.pop(index, None)
+        if handle is not None and not handle.ended:
+            handle.end()
+
+    def close_parts(self) -> None:
+        for index in list(self.parts):
+            self._end_part(index)
+
+    # ------------------------------------------------------------------ tools
+
+    def tool_called(self, part: Any) -> None:
+        """A call about to run: open it if it was never streamed (a resumed deferred call)."""
+        foreign = part.tool_call_id
+        if self.calls.get(foreign) is not None or foreign in self.calls.known:
+            return
+        call = self.calls.start(foreign, part.tool_name)
+        call.args(part.args_as_json_str())
+        call.end()
+
+
+# --------------------------------------------------------------------------- interrupts
+
+
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Or a bare boolean: true approves, false denies.",
+    "properties": {
+        "approved": {"type": "boolean"},
+        "message": {"type": "string", "description": "Told to the model when denied."},
+        "overrideArgs": {"type": "object", "description": "Arguments to run it with instead."},
+    },
+}
+
+
+def _interrupts(
+    requests: Any,
+    result: Any,
+    calls: ToolCalls,
+    name: str | None,
+    key: str,
+    owner: str | None,
+) -> list[ev.Interrupt]:
+    run = current_run()
+    history = _pm.ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json")
+    pending: list[tuple[Any, str]] = [(p, "approval") for p in requests.approvals]
+    pending += [(p, requests.kind(p.tool_call_id)) for p in requests.calls]
+    interrupts = []
+    for part, kind in pending:
+        our_id = calls.our_id(part.tool_call_id)
+        if our_id is None:  # never streamed: say what is waiting first
+            call = calls.start(part.tool_call_id, part.tool_name)
+            call.args(part.args_as_json_str())
+            call.end()
+            our_id = call.id
+        extra = requests.metadata.get(part.tool_call_id)
+        interrupts.append(
+            ev.Interrupt(
+                id=run.new_interrupt_id(),
+                reason={"approval": "confirmation", "question": "input_required"}.get(
+                    kind, "tool_call"
+                ),
+                message=(
+                    f"Approve the call to {part.tool_name}?"
+                    if kind == "approval"
+                    else f"The call to {part.tool_name} waits for its result."
+                ),
+                tool_call_id=our_id,
+                subagent_run_id=owner,
+                response_schema=_APPROVAL_SCHEMA if kind == "approval" else None,
+                metadata=resume_metadata(
+                    ADAPTER,
+                    name,
+                    key,
+                    owner,
+                    call=part.tool_call_id,
+                    kind=kind,
+                    toolCallId=our_id,
+                    toolName=part.tool_name,
+                    callMetadata=jsonable(extra) if extra else None,
+                    history=history,
+                ),
+            )
+        )
+    return interrupts
+
+
+def _resume_kwargs(tokens: list[ResumeToken], run_kwargs: dict[str, Any]) -> None:
+    """Fill *run_kwargs* with the history and ``deferred_tool_results`` the answers make."""
+    results = DeferredToolResults()
+    for token in tokens:
+        foreign = str(token.data["call"])
+        entry = token.entry
+        if token.data.get("kind") == "approval":
+            results.approvals[foreign] = _approval(entry)
+        elif entry.status == "cancelled":
+            results.calls[foreign] = ToolFailed("The user cancelled this call.")
+        else:
+            results.calls[foreign] = entry.payload
+    if "message_history" not in run_kwargs:
+        history = tokens[0].data.get("history") or []
+        run_kwargs["message_history"] = _pm.ModelMessagesTypeAdapter.validate_python(history)
+    run_kwargs["deferred_tool_results"] = results
+
+
+def _approval(entry: ev.ResumeEntry) -> bool | ToolApproved | ToolDenied:
+    payload = entry.payload
+    if entry.status == "cancelled" or payload is False:
+        return ToolDenied("The user cancelled this call.")
+    if isinstance(payload, dict):
+        if payload.get("approved", True) is False:
+            message = payload.get("message")
+            return ToolDenied(message) if isinstance(message, str) else ToolDenied()
+        override = payload.get("overrideArgs")
+        return ToolApproved(override_args=override if isinstance(override, dict) else None)
+    return True
