@@ -25,10 +25,9 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ambient_runs import _emit
+import ambient_runs as ar
+from ambient_runs import Run, ToolCallHandle, current_run
 from ambient_runs import events as ev
-from ambient_runs._handles import ToolCallHandle
-from ambient_runs._run import Run, current_run
 from ambient_runs._wire import json_form
 from ambient_runs.errors import RunCancelledError
 
@@ -100,7 +99,7 @@ class ToolCalls:
         self, foreign_id: str, name: str, *, parent_message_id: str | None = None
     ) -> ToolCallHandle:
         """Open a call (``TOOL_CALL_START``) for *foreign_id* in the ambient scope."""
-        handle = _emit.tool_call(name, parent_message_id=parent_message_id)
+        handle = ar.tool_call(name, parent_message_id=parent_message_id)
         self._open[foreign_id] = handle
         self.known.pop(foreign_id, None)
         return handle
@@ -128,14 +127,14 @@ class ToolCalls:
             earlier = self.known.pop(foreign_id, None)
             run = current_run()
             if earlier is not None and earlier in _client_tool_call_ids(run):
-                _emit.emit(
+                ar.emit(
                     ev.ToolCallResultEvent(
                         message_id=run.new_message_id(), tool_call_id=earlier, content=text
                     )
                 )
                 self._answered.add(earlier)
                 return
-            handle = _emit.tool_call(name, id=earlier)
+            handle = ar.tool_call(name, id=earlier)
             self._open[foreign_id] = handle
         if handle.id in self._answered:
             return

@@ -97,10 +97,15 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     )
     raise ImportError(msg, name="pydantic_ai") from exc
 
-from ambient_runs import _emit
+import ambient_runs as ar
+from ambient_runs import (
+    Interrupted,
+    MessageHandle,
+    ReasoningHandle,
+    ToolCallHandle,
+    current_run,
+)
 from ambient_runs import events as ev
-from ambient_runs._handles import MessageHandle, ReasoningHandle, ToolCallHandle
-from ambient_runs._run import Interrupted, current_run
 from ambient_runs.adapters._common import (
     ResumeToken,
     ToolCalls,
@@ -172,7 +177,7 @@ async def run_agent(
         scope = None
         if name is not None:
             scope = await stack.enter_async_context(
-                _emit.subagent(name, id=resumed_id if resumed_id else None)
+                ar.subagent(name, id=resumed_id if resumed_id else None)
             )
         await stack.enter_async_context(cancel_guard(run))
         stream = _Stream(ToolCalls(known))
@@ -185,7 +190,7 @@ async def run_agent(
             raise
         output = result.output
         if isinstance(output, DeferredToolRequests):
-            owner = scope.id if scope is not None else _emit.current_subagent_id()
+            owner = scope.id if scope is not None else ar.current_subagent_id()
             raise Interrupted(_interrupts(output, result, stream.calls, name, key, owner))
         if scope is not None:
             scope.finish_with(jsonable(output))
@@ -243,13 +248,13 @@ class _Stream:
             self._end_part(index)
         kind = getattr(part, "part_kind", None)
         if kind == "text":
-            message = _emit.message()
+            message = ar.message()
             self.parts[index] = message
             self.response_message = message.id
             if part.content:
                 message.write(part.content)
         elif kind == "thinking":
-            block = _emit.reasoning()
+            block = ar.reasoning()
             self.parts[index] = block
             if part.content:
                 block.write(part.content)
