@@ -204,9 +204,7 @@ class AgentApp:
         if max_body < 0:
             msg = f"max_body must be >= 0, not {max_body}"
             raise ValueError(msg)
-        if keep_alive is not None and not keep_alive > 0:
-            msg = f"keep_alive must be a positive number of seconds or None, not {keep_alive!r}"
-            raise ValueError(msg)
+        sse.check_keep_alive(keep_alive)
         for owned in ("sink", "request"):
             if owned in run_options:
                 msg = f"AgentApp owns the run's {owned} (the HTTP exchange); do not pass {owned}="

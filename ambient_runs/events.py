@@ -17,6 +17,18 @@ naming the class and the field. Free-form JSON payloads (``metadata``,
 produced the event. On ``SUBAGENT_*`` events the same field *identifies* the
 invocation and is required.
 
+Why one large module: it is the protocol's schema written as classes, about
+eighty short declarations and the validators they share, and little else. Each
+family has one list, its union (`Event`, `Message`, `ContentPart`, …), from
+which its registry (`EVENT_CLASSES`, `MESSAGE_CLASSES`, …) and this module's
+``__all__`` are derived; the wire form (`ambient_runs._wire`) and the verifier
+read those. Split by family, the classes would import each other both ways
+(events hold messages, messages hold parts, the input holds messages).
+
+Adding an event type: add its `EventType` member, its class (``TYPE``, a
+``type`` discriminator, fields in the official model's order) and its name in
+the `Event` union. Everything else here follows; the verifier needs its rule.
+
 .. versionadded:: 0.1.0
 """
 
@@ -26,91 +38,27 @@ import enum
 import re
 import types
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    cast,
+    get_args,
+    get_origin,
+)
 
 import attrs
 
+from ambient_runs._codegen import compile_function
 from ambient_runs.errors import InvalidEventError
 
 if TYPE_CHECKING:
     from attrs import Attribute
 
-__all__ = (
-    "ActivityDeltaEvent",
-    "ActivityMessage",
-    "ActivitySnapshotEvent",
-    "AddOperation",
-    "AssistantMessage",
-    "AudioPart",
-    "BaseEvent",
-    "ContentPart",
-    "Context",
-    "CopyOperation",
-    "CustomEvent",
-    "DataSource",
-    "DeveloperMessage",
-    "DocumentPart",
-    "Event",
-    "EventType",
-    "FileSource",
-    "FunctionCall",
-    "ImagePart",
-    "Interrupt",
-    "JsonPatchOperation",
-    "Message",
-    "MessagesSnapshotEvent",
-    "MoveOperation",
-    "PartSource",
-    "RawEvent",
-    "ReasoningEncryptedValueEvent",
-    "ReasoningEndEvent",
-    "ReasoningMessage",
-    "ReasoningMessageChunkEvent",
-    "ReasoningMessageContentEvent",
-    "ReasoningMessageEndEvent",
-    "ReasoningMessageStartEvent",
-    "ReasoningStartEvent",
-    "RemoveOperation",
-    "ReplaceOperation",
-    "ResumeEntry",
-    "RunAgentInput",
-    "RunErrorEvent",
-    "RunFinishedCancelledOutcome",
-    "RunFinishedEvent",
-    "RunFinishedInterruptOutcome",
-    "RunFinishedOutcome",
-    "RunFinishedSuccessOutcome",
-    "RunStartedEvent",
-    "StateDeltaEvent",
-    "StateSnapshotEvent",
-    "StepFinishedEvent",
-    "StepStartedEvent",
-    "SubagentErrorEvent",
-    "SubagentFinishedEvent",
-    "SubagentFinishedOutcome",
-    "SubagentFinishedSuccessOutcome",
-    "SubagentFinishedSuspendedOutcome",
-    "SubagentStartedEvent",
-    "SystemMessage",
-    "TestOperation",
-    "TextMessageChunkEvent",
-    "TextMessageContentEvent",
-    "TextMessageEndEvent",
-    "TextMessageRole",
-    "TextMessageStartEvent",
-    "TextPart",
-    "TokenUsage",
-    "Tool",
-    "ToolCall",
-    "ToolCallArgsEvent",
-    "ToolCallChunkEvent",
-    "ToolCallEndEvent",
-    "ToolCallResultEvent",
-    "ToolCallStartEvent",
-    "ToolMessage",
-    "UrlSource",
-    "UserMessage",
-)
+# __all__ is derived at the end of the module, from what is defined here.
 
 T = TypeVar("T")
 
@@ -322,7 +270,7 @@ class FileSource:
 
 
 PartSource: TypeAlias = DataSource | UrlSource | FileSource
-_SOURCES = (DataSource, UrlSource, FileSource)
+_SOURCES: tuple[type[Any], ...] = get_args(PartSource)
 
 
 def _source(inst: object, attribute: Attribute[Any], value: object) -> None:
@@ -376,7 +324,7 @@ class DocumentPart(_MediaPart):
 
 
 ContentPart: TypeAlias = TextPart | ImagePart | AudioPart | VideoPart | DocumentPart
-_PARTS = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
+_PARTS: tuple[type[Any], ...] = get_args(ContentPart)
 
 
 def _content(inst: object, attribute: Attribute[Any], value: object) -> None:
@@ -526,15 +474,7 @@ Message: TypeAlias = (
     | ActivityMessage
     | ReasoningMessage
 )
-_MESSAGES = (
-    DeveloperMessage,
-    SystemMessage,
-    AssistantMessage,
-    UserMessage,
-    ToolMessage,
-    ActivityMessage,
-    ReasoningMessage,
-)
+_MESSAGES: tuple[type[Any], ...] = get_args(Message)
 
 # --------------------------------------------------------------------------- input
 
@@ -684,6 +624,7 @@ class RunFinishedCancelledOutcome:
 RunFinishedOutcome: TypeAlias = (
     RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
 )
+_RUN_OUTCOMES: tuple[type[Any], ...] = get_args(RunFinishedOutcome)
 
 
 @attrs.frozen(kw_only=True)
@@ -706,6 +647,7 @@ class SubagentFinishedSuspendedOutcome:
 SubagentFinishedOutcome: TypeAlias = (
     SubagentFinishedSuccessOutcome | SubagentFinishedSuspendedOutcome
 )
+_SUBAGENT_OUTCOMES: tuple[type[Any], ...] = get_args(SubagentFinishedOutcome)
 
 
 @attrs.frozen(kw_only=True)
@@ -788,14 +730,7 @@ JsonPatchOperation: TypeAlias = (
     | CopyOperation
     | TestOperation
 )
-_OPERATIONS = (
-    AddOperation,
-    RemoveOperation,
-    ReplaceOperation,
-    MoveOperation,
-    CopyOperation,
-    TestOperation,
-)
+_OPERATIONS: tuple[type[Any], ...] = get_args(JsonPatchOperation)
 
 
 # --------------------------------------------------------------------------- events
@@ -1030,10 +965,7 @@ class RunStartedEvent(BaseEvent):
 
 
 def _run_outcome(inst: object, attribute: Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(
-        value,
-        (RunFinishedSuccessOutcome, RunFinishedInterruptOutcome, RunFinishedCancelledOutcome),
-    ):
+    if value is not None and not isinstance(value, _RUN_OUTCOMES):
         _fail(inst, attribute, "a RunFinished*Outcome or absent (None)", value)
 
 
@@ -1180,9 +1112,7 @@ class SubagentStartedEvent(BaseEvent):
 
 
 def _subagent_outcome(inst: object, attribute: Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(
-        value, (SubagentFinishedSuccessOutcome, SubagentFinishedSuspendedOutcome)
-    ):
+    if value is not None and not isinstance(value, _SUBAGENT_OUTCOMES):
         _fail(inst, attribute, "a SubagentFinished*Outcome or absent (None)", value)
 
 
@@ -1245,43 +1175,8 @@ Event: TypeAlias = (
 )
 """Any of the 31 AG-UI 1.0 events."""
 
-#: Every event class, keyed by its wire type.
-EVENT_CLASSES: dict[EventType, type[BaseEvent]] = {
-    cls.TYPE: cls
-    for cls in (
-        TextMessageStartEvent,
-        TextMessageContentEvent,
-        TextMessageEndEvent,
-        TextMessageChunkEvent,
-        ToolCallStartEvent,
-        ToolCallArgsEvent,
-        ToolCallEndEvent,
-        ToolCallChunkEvent,
-        ToolCallResultEvent,
-        StateSnapshotEvent,
-        StateDeltaEvent,
-        MessagesSnapshotEvent,
-        ActivitySnapshotEvent,
-        ActivityDeltaEvent,
-        RawEvent,
-        CustomEvent,
-        RunStartedEvent,
-        RunFinishedEvent,
-        RunErrorEvent,
-        StepStartedEvent,
-        StepFinishedEvent,
-        ReasoningStartEvent,
-        ReasoningMessageStartEvent,
-        ReasoningMessageContentEvent,
-        ReasoningMessageEndEvent,
-        ReasoningMessageChunkEvent,
-        ReasoningEndEvent,
-        ReasoningEncryptedValueEvent,
-        SubagentStartedEvent,
-        SubagentFinishedEvent,
-        SubagentErrorEvent,
-    )
-}
+#: Every event class, keyed by its wire type: derived from `Event`, the one list of them.
+EVENT_CLASSES: dict[EventType, type[BaseEvent]] = {cls.TYPE: cls for cls in get_args(Event)}
 
 #: Event classes that carry an attributing ``subagent_run_id``.
 ATTRIBUTABLE: frozenset[type[BaseEvent]] = frozenset(
@@ -1307,7 +1202,7 @@ def unchecked(cls: type[T], *names: str) -> Callable[..., T]:
     # member descriptor's ``__set__`` skips the attribute lookup of
     # ``object.__setattr__`` (a third of the cost on a seven-field event).
     namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    lines = [f"def make({', '.join(names)}):", "    o = new(cls)"]
+    lines = [f"def make_{cls.__name__}({', '.join(names)}):", "    o = new(cls)"]
     for a in attrs.fields(cast(Any, cls)):
         if a.name in names:
             value = a.name
@@ -1319,8 +1214,9 @@ def unchecked(cls: type[T], *names: str) -> Callable[..., T]:
             value = f"default_{a.name}"
         namespace[f"set_{a.name}"] = _slot_setter(cls, a.name)
         lines.append(f"    set_{a.name}(o, {value})")
-    exec("\n".join([*lines, "    return o"]), namespace)
-    return cast("Callable[..., T]", namespace["make"])
+    lines.append("    return o")
+    make = compile_function(f"make_{cls.__name__}", lines, namespace, module=__name__)
+    return cast("Callable[..., T]", make)
 
 
 def _slot_setter(cls: type[Any], name: str) -> Callable[[Any, Any], None]:
@@ -1340,3 +1236,28 @@ MESSAGE_CLASSES: dict[str, type[Any]] = _by_tag(_MESSAGES, "role")
 PART_CLASSES: dict[str, type[Any]] = _by_tag(_PARTS, "type")
 SOURCE_CLASSES: dict[str, type[Any]] = _by_tag(_SOURCES, "type")
 OPERATION_CLASSES: dict[str, type[Any]] = _by_tag(_OPERATIONS, "op")
+RUN_OUTCOME_CLASSES: dict[str, type[Any]] = _by_tag(_RUN_OUTCOMES, "type")
+SUBAGENT_OUTCOME_CLASSES: dict[str, type[Any]] = _by_tag(_SUBAGENT_OUTCOMES, "type")
+
+
+def _exports(namespace: dict[str, Any]) -> tuple[str, ...]:
+    """
+    Return this module's public names: every class defined here and every alias.
+
+    An alias is a union of the classes (`Event`, `Message`, …) or a ``Literal``
+    (`TextMessageRole`); `JSON` and `Metadata` describe free-form payloads and
+    are not exported. Deriving the list means a new event, message or part
+    class cannot be left out of it (``VideoPart`` once was).
+    """
+
+    def public(name: str, obj: object) -> bool:
+        if name.startswith("_"):
+            return False
+        if isinstance(obj, type):
+            return obj.__module__ == __name__
+        return isinstance(obj, types.UnionType) or get_origin(obj) is Literal
+
+    return tuple(sorted(name for name, obj in namespace.items() if public(name, obj)))
+
+
+__all__ = _exports(globals())

@@ -14,12 +14,12 @@ writes them to its response; `ambient_runs.asgi` is one such transport::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 
 from ambient_runs import events as ev
-from ambient_runs._wire import framed_encoder
+from ambient_runs._wire import encode_json, framed
 
-__all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "encode", "frames")
+__all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "check_keep_alive", "encode", "frames")
 
 CONTENT_TYPE = "text/event-stream"
 """
@@ -36,14 +36,16 @@ An SSE comment: clients ignore it, proxies see traffic.
 """
 
 
-encode: Callable[[ev.BaseEvent], bytes] = framed_encoder("data: ", "\n\n")
-encode.__name__ = encode.__qualname__ = "encode"
-encode.__module__ = __name__
-encode.__doc__ = """
+@framed("data: ", "\n\n")
+def encode(obj: ev.BaseEvent) -> bytes:
+    """
     Return the event *obj* as one SSE frame: ``b"data: " + JSON + b"\\n\\n"``.
 
     The JSON is compact, single-line UTF-8, with absent optional fields left out:
     byte for byte what the official ``EventEncoder`` writes.
+
+    What runs is the same framing specialised by `ambient_runs._wire.framed`
+    (one string, encoded once); the body below is its reference definition.
 
     Args:
         obj: Any AG-UI event.
@@ -56,6 +58,7 @@ encode.__doc__ = """
 
     .. versionadded:: 0.1.0
     """
+    return b"data: " + encode_json(obj) + b"\n\n"
 
 
 def frames(
@@ -85,10 +88,25 @@ def frames(
 
     .. versionadded:: 0.1.0
     """
+    return _frames(aiter(events), check_keep_alive(keep_alive))
+
+
+def check_keep_alive(keep_alive: float | None) -> float | None:
+    """
+    Return *keep_alive* if it is a valid keep-alive interval for `frames`.
+
+    For transports that take the interval when configured (`ambient_runs.asgi.AgentApp`
+    does), so a bad value fails there rather than on the first request.
+
+    Raises:
+        ValueError: *keep_alive* is neither None nor a positive number of seconds.
+
+    .. versionadded:: 0.1.0
+    """
     if keep_alive is not None and not keep_alive > 0:
         msg = f"keep_alive must be a positive number of seconds or None, not {keep_alive!r}"
         raise ValueError(msg)
-    return _frames(aiter(events), keep_alive)
+    return keep_alive
 
 
 async def _frames(

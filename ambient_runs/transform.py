@@ -18,6 +18,8 @@ structlog's processors::
 from __future__ import annotations
 
 import time
+import types
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -83,16 +85,33 @@ class StampMetadata:
         return _evolve(event, metadata=merged)
 
 
+def _content_fields() -> dict[type[ev.BaseEvent], str]:
+    """
+    Map each event class that carries message text to the name of that field.
+
+    Read from the model: a ``delta`` or ``content`` field that holds a string
+    (message, reasoning and tool-argument deltas, their chunks, a tool result's
+    content). A state delta (a patch) and an activity's content (an object)
+    hold no text, so they are not among them.
+    """
+    found: dict[type[ev.BaseEvent], str] = {}
+    for cls in ev.EVENT_CLASSES.values():
+        hints = typing.get_type_hints(cls)
+        for name in ("delta", "content"):
+            if name in hints and _holds_text(hints[name]):
+                found[cls] = name
+    return found
+
+
+def _holds_text(tp: Any) -> bool:
+    """Whether *tp* is ``str`` or a union with ``str`` among its members."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return str in typing.get_args(tp)
+    return tp is str
+
+
 #: The text-carrying field of each event kind `RedactContent` looks at.
-_CONTENT_FIELDS: dict[type[ev.BaseEvent], str] = {
-    ev.TextMessageContentEvent: "delta",
-    ev.TextMessageChunkEvent: "delta",
-    ev.ReasoningMessageContentEvent: "delta",
-    ev.ReasoningMessageChunkEvent: "delta",
-    ev.ToolCallArgsEvent: "delta",
-    ev.ToolCallChunkEvent: "delta",
-    ev.ToolCallResultEvent: "content",
-}
+_CONTENT_FIELDS: dict[type[ev.BaseEvent], str] = _content_fields()
 
 
 class RedactContent:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
 import attrs
 import pytest
@@ -385,3 +387,87 @@ class TestDiscriminators:
         actual = list(ev.EVENT_CLASSES)
 
         assert expected == actual
+
+
+def _module_tree() -> ast.Module:
+    return ast.parse(Path(ev.__file__).read_text())
+
+
+class TestOneListPerFamily:
+    def test_all_names_every_public_class(self) -> None:
+        """Every public class defined in the module, VideoPart included, is in ``__all__``."""
+        defined = {
+            node.name
+            for node in _module_tree().body
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+        }
+
+        assert "VideoPart" in defined
+        assert set() == defined - set(ev.__all__)
+
+    def test_all_names_every_alias_but_the_free_form_json(self) -> None:
+        """The public type aliases are exported, except JSON and Metadata (free-form payloads)."""
+        aliases = {
+            node.target.id
+            for node in _module_tree().body
+            if isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and ast.unparse(node.annotation) == "TypeAlias"
+            and not node.target.id.startswith("_")
+        }
+
+        assert {"JSON", "Metadata"} == aliases - set(ev.__all__)
+        assert {"Event", "Message", "ContentPart", "PartSource", "JsonPatchOperation"} <= aliases
+
+    def test_all_is_sorted_and_names_only_what_exists(self) -> None:
+        """``__all__`` is sorted, without repeats, and each name is defined in the module."""
+        assert sorted(set(ev.__all__)) == list(ev.__all__)
+        assert [] == [name for name in ev.__all__ if not hasattr(ev, name)]
+
+    @pytest.mark.parametrize(
+        ("base", "registry"),
+        [
+            (ev.BaseEvent, ev.EVENT_CLASSES),
+            (ev._MessageBase, ev.MESSAGE_CLASSES),
+            (ev._MediaPart, ev.PART_CLASSES),
+        ],
+        ids=["events", "messages", "media parts"],
+    )
+    def test_every_subclass_is_registered(self, base: type[Any], registry: dict[Any, Any]) -> None:
+        """A class defined in the model but left out of its family's union would be caught here."""
+        defined = {
+            cls
+            for name in ev.__all__
+            if isinstance(cls := getattr(ev, name), type)
+            and issubclass(cls, base)
+            and cls is not base
+        }
+
+        assert set() == defined - set(registry.values())
+
+    @pytest.mark.parametrize(
+        ("union", "registry"),
+        [
+            (ev.Event, ev.EVENT_CLASSES),
+            (ev.Message, ev.MESSAGE_CLASSES),
+            (ev.ContentPart, ev.PART_CLASSES),
+            (ev.PartSource, ev.SOURCE_CLASSES),
+            (ev.JsonPatchOperation, ev.OPERATION_CLASSES),
+            (ev.RunFinishedOutcome, ev.RUN_OUTCOME_CLASSES),
+            (ev.SubagentFinishedOutcome, ev.SUBAGENT_OUTCOME_CLASSES),
+        ],
+        ids=lambda x: getattr(x, "__name__", ""),
+    )
+    def test_registry_is_its_union(self, union: Any, registry: dict[Any, Any]) -> None:
+        """Each registry holds exactly its union's classes, in the union's order, all exported."""
+        members = list(get_args(union))
+
+        assert members == list(registry.values())
+        assert [] == [cls.__name__ for cls in members if cls.__name__ not in ev.__all__]
+
+    def test_every_event_type_has_one_class(self) -> None:
+        """Each EventType member is the TYPE of exactly one class of the Event union."""
+        types = [cls.TYPE for cls in get_args(ev.Event)]
+
+        assert sorted(ev.EventType) == sorted(types)
+        assert len(set(types)) == len(types)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import ag_ui.core
 import pytest
+import strategies
 from ag_ui.encoder import EventEncoder
+from hypothesis import HealthCheck, given, settings
 
 from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._wire import to_wire
+from ambient_runs.errors import InvalidEventError
 
 EVENTS = [
     ev.RunStartedEvent(thread_id="t", run_id="r", protocol_version="1.0"),
@@ -62,6 +68,55 @@ class TestEncode:
         """The media type is the one the official encoder reports."""
         assert EventEncoder().get_content_type() == sse.CONTENT_TYPE
 
+    def test_is_defined_by_a_def(self) -> None:
+        """ "Go to definition" on ``sse.encode`` finds a def with the documented signature."""
+        tree = ast.parse(Path(sse.__file__).read_text())
+        defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        assigned = [
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign | ast.AnnAssign)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        ]
+
+        assert "encode" in defs
+        assert "encode" not in assigned
+        assert ("encode", "ambient_runs.sse", ["obj"]) == (
+            sse.encode.__name__,
+            sse.encode.__module__,
+            list(inspect.signature(sse.encode).parameters),
+        )
+        assert "SSE frame" in (sse.encode.__doc__ or "")
+
+    @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+    @given(event=strategies.events())
+    def test_same_bytes_as_its_reference_definition(self, event: ev.BaseEvent) -> None:
+        """The fast encoder that runs writes what the def's own body writes."""
+        reference = sse.encode.__wrapped__  # type: ignore[attr-defined]
+
+        assert reference(event) == sse.encode(event)
+
+    @pytest.mark.parametrize(
+        "event",
+        [
+            ev.CustomEvent(name="c", value=float("nan")),
+            ev.CustomEvent(name="c", value={1, 2}),
+            ev.TextMessageContentEvent(message_id="m", delta="a\ud800b"),
+            ev.RawEvent(event={"s": "\udfff"}),
+        ],
+        ids=["nan", "set", "surrogate-fast-path", "surrogate-general-path"],
+    )
+    def test_fails_as_its_reference_definition(self, event: ev.BaseEvent) -> None:
+        """What has no JSON form fails the same way through both."""
+        reference = sse.encode.__wrapped__  # type: ignore[attr-defined]
+        with pytest.raises(InvalidEventError) as fast:
+            sse.encode(event)
+        with pytest.raises(InvalidEventError) as slow:
+            reference(event)
+
+        assert str(slow.value) == str(fast.value)
+
 
 class TestFrames:
     async def test_encodes_each_event_in_order(self) -> None:
@@ -89,6 +144,19 @@ class TestFrames:
         """A zero or negative keep-alive interval is refused at once."""
         with pytest.raises(ValueError, match="keep_alive"):
             sse.frames(aiterate(), keep_alive=0)
+
+
+class TestCheckKeepAlive:
+    @pytest.mark.parametrize("keep_alive", [None, 0.5, 15])
+    def test_returns_a_valid_interval(self, keep_alive: float | None) -> None:
+        """None and positive numbers of seconds are returned as they are."""
+        assert keep_alive == sse.check_keep_alive(keep_alive)
+
+    @pytest.mark.parametrize("keep_alive", [0, -1, float("nan")])
+    def test_refuses_others_naming_the_fix(self, keep_alive: float) -> None:
+        """Zero, negative and NaN intervals are refused with a message saying what fits."""
+        with pytest.raises(ValueError, match="positive number of seconds or None"):
+            sse.check_keep_alive(keep_alive)
 
     @pytest.mark.parametrize("keep_alive", [None, 0.01])
     async def test_aclose_closes_the_source(self, keep_alive: float | None) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs import transform
 from ambient_runs.testing import assert_valid, make_input
 from ambient_runs.transform import RedactContent, StampMetadata, Timestamps
 
@@ -89,6 +90,31 @@ class TestRedactContent:
         out = redact(event)
 
         assert ("***", "ok") == tuple(p.text for p in out.content)  # type: ignore[union-attr]
+
+
+class TestContentFields:
+    def test_read_from_the_model(self) -> None:
+        """The text fields RedactContent looks at are every delta or content that holds text."""
+        expected = {
+            ev.TextMessageContentEvent: "delta",
+            ev.TextMessageChunkEvent: "delta",
+            ev.ReasoningMessageContentEvent: "delta",
+            ev.ReasoningMessageChunkEvent: "delta",
+            ev.ToolCallArgsEvent: "delta",
+            ev.ToolCallChunkEvent: "delta",
+            ev.ToolCallResultEvent: "content",
+        }
+
+        assert expected == transform._CONTENT_FIELDS
+
+    def test_a_new_text_event_would_be_found(self) -> None:
+        """The rule is by field and type: a text delta counts, a patch or an object does not."""
+        assert (True, True, False, False) == (
+            transform._holds_text(str),
+            transform._holds_text(str | None),
+            transform._holds_text(tuple[ev.JsonPatchOperation, ...]),
+            transform._holds_text(dict[str, object]),
+        )
 
 
 class TestPipeline:
