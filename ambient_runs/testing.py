@@ -1,6 +1,9 @@
 """
 Helpers for testing agents built on ambient_runs.
 
+`assert_valid` is `ambient_runs.verify.assert_valid`, re-exported so a test
+finds its helpers in one module.
+
 .. versionadded:: 0.1.0
 """
 
@@ -13,6 +16,7 @@ from typing import Any
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._wire import to_wire
+from ambient_runs.verify import assert_valid
 
 __all__ = ("assert_valid", "capture_events", "make_input", "project", "wire")
 
@@ -39,20 +43,6 @@ def capture_events() -> Iterator[list[ev.BaseEvent]]:
         _scopes.remove_tap(token)
         if run is not None:
             run.remove_tap(events.append)
-
-
-def assert_valid(events: Sequence[ev.BaseEvent], *, strict: bool = True) -> None:
-    """
-    Assert *events* form a valid AG-UI 1.0 stream, listing every violation.
-
-    Args:
-        strict: Also check the spec's rules the official client does not.
-
-    .. versionadded:: 0.1.0
-    """
-    from ambient_runs.verify import assert_valid as check
-
-    check(list(events), strict=strict)  # type: ignore[arg-type]
 
 
 def make_input(

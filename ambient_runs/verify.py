@@ -60,7 +60,7 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, cast
 
 import attrs
 
@@ -1585,7 +1585,9 @@ def _synthesized(found: Violation, shown: str, chunk_type: str) -> Violation:
     return attrs.evolve(found, message=found.message + note)
 
 
-def assert_valid(events: Iterable[ev.Event | Mapping[str, Any]], *, strict: bool = True) -> None:
+def assert_valid(
+    events: Iterable[ev.BaseEvent | Mapping[str, Any]], *, strict: bool = True
+) -> None:
     """
     Assert that *events* form a valid AG-UI 1.0 stream.
 
@@ -1616,7 +1618,7 @@ def assert_valid(events: Iterable[ev.Event | Mapping[str, Any]], *, strict: bool
             except InvalidInputError as exc:
                 problems.append(f"  [{index}] invalid-event: {exc}")
                 continue
-        for violation in verifier.feed(item):
+        for violation in verifier.feed(cast(ev.Event, item)):
             problems.append(
                 f"  [{index}] {violation.event_type} {violation.rule}: {violation.message}"
             )
