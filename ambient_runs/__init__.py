@@ -6,7 +6,18 @@ on a function and a bare ``say("…")`` inside it produce correctly attributed
 events, and concurrent asyncio tasks each carry their own scope.
 
 Everything public is importable from here; each name has one home module.
+
+As httpx does, every class and function exported here has its ``__module__``
+set to ``ambient_runs``, the path users import it from, so reprs, tracebacks
+and documentation show ``ambient_runs.Run`` rather than the private module
+that defines it (``ambient_runs._run``). Pickling and ``copy`` find them under
+that path. ``inspect.getsource`` still works for their functions and methods,
+but not for the classes themselves (it looks for the class in this file).
 """
+
+import inspect as _inspect
+import types as _types
+import typing as _typing
 
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._emit import (
@@ -112,3 +123,29 @@ __all__ = [
     "use",
     "wrap",
 ]
+
+
+def _rehome(exported: dict[str, object]) -> None:
+    """
+    Give every exported class and function the ``__module__`` ``ambient_runs``.
+
+    A class's own string annotations are resolved first, in the module that
+    defined it, because `typing.get_type_hints` looks names up in the module
+    ``__module__`` names: without that, it would search this one and fail.
+    """
+    for obj in exported.values():
+        if isinstance(obj, type):
+            own = _inspect.get_annotations(obj)
+            if any(isinstance(hint, str) for hint in own.values()):
+                try:
+                    hints = _typing.get_type_hints(obj, include_extras=True)
+                except NameError:  # a name imported only for type checking: leave them as text
+                    pass
+                else:
+                    obj.__annotations__ = {name: hints.get(name, own[name]) for name in own}
+        elif not isinstance(obj, _types.FunctionType):
+            continue  # the Event alias, __version__
+        obj.__module__ = __name__
+
+
+_rehome({name: globals()[name] for name in __all__})
