@@ -341,6 +341,20 @@ class Run(Emitters):
         with self._lock:
             self._transformers = (*self._transformers, transformer)
 
+    def remove_transformer(self, transformer: Transformer) -> None:
+        """
+        Stop applying *transformer* (added with `add_transformer` or given to the run).
+
+        Safe from inside a transformer: the event in flight finishes its pass first.
+
+        Raises:
+            ValueError: *transformer* is not one of the run's.
+        """
+        with self._lock:
+            remaining = list(self._transformers)
+            remaining.remove(transformer)
+            self._transformers = tuple(remaining)
+
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""
         with self._lock:

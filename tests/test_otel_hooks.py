@@ -105,3 +105,19 @@ async def test_an_added_transformers_output_is_verified() -> None:
         with pytest.raises(ProtocolError):
             ar.emit(ev.CustomEvent(name="n", value=1))
     assert [ev.RunStartedEvent, ev.RunFinishedEvent] == [type(e) for e in run.events]
+
+
+async def test_remove_transformer_stops_it_and_refuses_a_stranger() -> None:
+    """A removed transformer sees nothing more; removing one the run lacks is a ValueError."""
+    seen: list[ev.EventType] = []
+
+    def watch(event: ev.BaseEvent) -> ev.BaseEvent:
+        seen.append(event.TYPE)
+        return event
+
+    async with ar.Run(make_input(), transformers=[watch]) as run:
+        run.remove_transformer(watch)
+        ar.say("unseen")
+        with pytest.raises(ValueError, match="not in"):
+            run.remove_transformer(watch)
+    assert [ev.EventType.RUN_STARTED] == seen
