@@ -25,23 +25,30 @@ from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarnin
 if TYPE_CHECKING:
     from typing import Self
 
-    from ambient_runs._run import Run
+    from ambient_runs._pipeline import Registry
     from ambient_runs._scopes import Frame
 
 __all__ = ("ActivityHandle", "Handle", "MessageHandle", "ReasoningHandle", "ToolCallHandle")
 
 
 class Handle:
-    """Base of every handle: its run, owner, and the scope it is registered in."""
+    """
+    Base of every handle: its pipeline's `send`, its owner, and the registry it is open in.
 
-    __slots__ = ("_ended", "_owner", "_parent", "_run")
+    The registry is the open-handles list of the scope the handle was opened
+    in (`Pipeline.scopes`); a scope that ends closes what is left in it.
+    """
+
+    __slots__ = ("_ended", "_owner", "_pipeline", "_registry", "_send")
 
     _what: str = "handle"
 
     def __init__(self, frame: Frame) -> None:
-        self._run = frame.run
-        self._owner = frame.owner
-        self._parent: Any = frame.subagent if frame.subagent is not None else frame.run
+        pipeline = self._pipeline = frame.pipeline
+        self._send = pipeline.send
+        owner = self._owner = frame.owner
+        registry = pipeline.scopes.get(owner)
+        self._registry: Registry = pipeline.root if registry is None else registry
         self._ended = False
 
     @property
@@ -55,11 +62,10 @@ class Handle:
         return self._ended
 
     def _open(self, *opening: ev.BaseEvent) -> None:
-        run = self._run
-        with run._lock:
+        with self._pipeline.lock:
             for event in opening:
-                run._send(event)
-            self._parent._children[id(self)] = self
+                self._send(event)
+            self._registry[id(self)] = self
 
     def _closing(self) -> bool:
         """Mark the handle ended; False (after a warning) when it already was."""
@@ -69,7 +75,7 @@ class Handle:
             )
             return False
         self._ended = True
-        self._parent._children.pop(id(self), None)
+        self._registry.pop(id(self), None)
         return True
 
     def _check_open(self) -> None:
@@ -90,6 +96,10 @@ class Handle:
                 stacklevel=4,
             )
         self.end()
+
+    def _orphan(self) -> None:
+        """The run is over: mark the handle ended, sending nothing."""
+        self._ended = True
 
     def __enter__(self) -> Self:
         return self
@@ -147,9 +157,9 @@ class MessageHandle(Handle):
             self._check_open()
         message_id = self.id
         if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
-            self._run._send(_content_event(message_id, delta, self._owner))
+            self._send(_content_event(message_id, delta, self._owner))
         else:  # the constructor validates (a str subclass passes, anything else raises)
-            self._run._send(
+            self._send(
                 ev.TextMessageContentEvent(
                     message_id=message_id, delta=delta, subagent_run_id=self._owner
                 )
@@ -174,15 +184,13 @@ class MessageHandle(Handle):
         async for chunk in chunks:
             self.write(chunk)
             parts.append(chunk)
-            await self._run.drain()
+            await self._pipeline.drain()
         return "".join(parts)
 
     def end(self) -> None:
         """Send ``TEXT_MESSAGE_END``. A second call warns and does nothing."""
         if self._closing():
-            self._run._send(
-                ev.TextMessageEndEvent(message_id=self.id, subagent_run_id=self._owner)
-            )
+            self._send(ev.TextMessageEndEvent(message_id=self.id, subagent_run_id=self._owner))
 
 
 class ReasoningHandle(Handle):
@@ -212,17 +220,17 @@ class ReasoningHandle(Handle):
             HandleClosedError: The block has ended.
         """
         self._check_open()
-        run, owner = self._run, self._owner
+        send, owner = self._send, self._owner
         if not self._message_open:
-            run._send(ev.ReasoningMessageStartEvent(message_id=self.id, subagent_run_id=owner))
+            send(ev.ReasoningMessageStartEvent(message_id=self.id, subagent_run_id=owner))
             self._message_open = True
-        run._send(
+        send(
             ev.ReasoningMessageContentEvent(message_id=self.id, delta=delta, subagent_run_id=owner)
         )
 
     def encrypted(self, value: str) -> None:
         """Attach an opaque encrypted value to this reasoning message."""
-        self._run._send(
+        self._send(
             ev.ReasoningEncryptedValueEvent(
                 subtype="message",
                 entity_id=self.id,
@@ -234,13 +242,11 @@ class ReasoningHandle(Handle):
     def end(self) -> None:
         """Close the reasoning message (if one is open) and the block."""
         if self._closing():
-            run, owner = self._run, self._owner
-            with run._lock:
+            send, owner = self._send, self._owner
+            with self._pipeline.lock:
                 if self._message_open:
-                    run._send(
-                        ev.ReasoningMessageEndEvent(message_id=self.id, subagent_run_id=owner)
-                    )
-                run._send(ev.ReasoningEndEvent(message_id=self.id, subagent_run_id=owner))
+                    send(ev.ReasoningMessageEndEvent(message_id=self.id, subagent_run_id=owner))
+                send(ev.ReasoningEndEvent(message_id=self.id, subagent_run_id=owner))
 
 
 class ToolCallHandle(Handle):
@@ -263,15 +269,16 @@ class ToolCallHandle(Handle):
         super().__init__(frame)
         # A tool call belongs to the message that carries it: take that message's
         # owner, and let that owner's scope close it if it is left open.
+        pipeline = self._pipeline
         if parent_message_id is not None:
-            owner = frame.run._message_owners.get(parent_message_id, self._owner)
+            owner = pipeline.message_owners.get(parent_message_id, self._owner)
             if owner != self._owner:
                 self._owner = owner
-                self._parent = _open_scope_of(frame.run, owner) or self._parent
+                self._registry = pipeline.scopes.get(owner, self._registry)
         self.id = call_id
         self.name = name
         self.parent_message_id = parent_message_id
-        self.result_message_id = frame.run.new_message_id()
+        self.result_message_id = pipeline.new_message_id()
         self._open(
             ev.ToolCallStartEvent(
                 tool_call_id=call_id,
@@ -292,14 +299,14 @@ class ToolCallHandle(Handle):
         text = (
             delta if isinstance(delta, str) else json.dumps(json_form(delta), ensure_ascii=False)
         )
-        self._run._send(
+        self._send(
             ev.ToolCallArgsEvent(tool_call_id=self.id, delta=text, subagent_run_id=self._owner)
         )
 
     def end(self) -> None:
         """Send ``TOOL_CALL_END``: the arguments are complete."""
         if self._closing():
-            self._run._send(ev.ToolCallEndEvent(tool_call_id=self.id, subagent_run_id=self._owner))
+            self._send(ev.ToolCallEndEvent(tool_call_id=self.id, subagent_run_id=self._owner))
 
     def result(self, content: Any) -> str:
         """
@@ -318,7 +325,7 @@ class ToolCallHandle(Handle):
             isinstance(content, Sequence) and all(isinstance(p, ev._PARTS) for p in content)
         ):
             content = json.dumps(json_form(content), ensure_ascii=False)
-        self._run._send(
+        self._send(
             ev.ToolCallResultEvent(
                 message_id=self.result_message_id,
                 tool_call_id=self.id,
@@ -353,14 +360,14 @@ class ActivityHandle(Handle):
     def update(self, content: Any) -> None:
         """Publish *content* (a JSON object, attrs instance or dataclass) as the new content."""
         self._check_open()
-        run, owner = self._run, self._owner
-        with run._lock:
+        send, owner = self._send, self._owner
+        with self._pipeline.lock:
             change = tracked_change(self.tracker, content)
             if change is None:
                 return
             kind, payload = change
             if kind == "snapshot":
-                run._send(
+                send(
                     ev.ActivitySnapshotEvent(
                         message_id=self.id,
                         activity_type=self.activity_type,
@@ -369,7 +376,7 @@ class ActivityHandle(Handle):
                     )
                 )
             else:
-                run._send(
+                send(
                     ev.ActivityDeltaEvent(
                         message_id=self.id,
                         activity_type=self.activity_type,
@@ -381,19 +388,3 @@ class ActivityHandle(Handle):
     def end(self) -> None:
         """Stop updating the activity (nothing is sent)."""
         self._closing()
-
-
-def _open_scope_of(run: Run, owner: str | None) -> Any:
-    """Return the open scope (the run, or a subagent) whose ``subagentRunId`` is *owner*."""
-    if owner is None:
-        return run
-    with run._lock:
-        pending = list(run._children.values())
-        while pending:
-            handle = pending.pop()
-            children = getattr(handle, "_children", None)
-            if children is not None:  # a subagent
-                if handle.id == owner and not handle.ended:
-                    return handle
-                pending.extend(children.values())
-    return None

@@ -108,59 +108,61 @@ class ContentEmitters:
 
 def say_in(frame: Frame, text: str, message_id: str | None) -> str:
     """Emit a whole assistant message in *frame*; return its id."""
-    run, owner = frame.run, frame.owner
-    mid = message_id or run.new_message_id()
-    with run._lock:
-        run._send(
-            ev.TextMessageStartEvent(message_id=mid, role="assistant", subagent_run_id=owner)
-        )
-        run._send(ev.TextMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner))
-        run._send(ev.TextMessageEndEvent(message_id=mid, subagent_run_id=owner))
-    run._message_owners[mid] = owner
+    pipeline, owner = frame.pipeline, frame.owner
+    mid = message_id or pipeline.new_message_id()
+    send = pipeline.send
+    with pipeline.lock:
+        send(ev.TextMessageStartEvent(message_id=mid, role="assistant", subagent_run_id=owner))
+        send(ev.TextMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner))
+        send(ev.TextMessageEndEvent(message_id=mid, subagent_run_id=owner))
+    pipeline.message_owners[mid] = owner
     return mid
 
 
 def think_in(frame: Frame, text: str, message_id: str | None) -> str:
     """Emit a whole reasoning block in *frame*; return its id."""
-    run, owner = frame.run, frame.owner
-    mid = message_id or run.new_message_id()
-    with run._lock:
-        run._send(ev.ReasoningStartEvent(message_id=mid, subagent_run_id=owner))
-        run._send(ev.ReasoningMessageStartEvent(message_id=mid, subagent_run_id=owner))
-        run._send(
-            ev.ReasoningMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner)
-        )
-        run._send(ev.ReasoningMessageEndEvent(message_id=mid, subagent_run_id=owner))
-        run._send(ev.ReasoningEndEvent(message_id=mid, subagent_run_id=owner))
+    pipeline, owner = frame.pipeline, frame.owner
+    mid = message_id or pipeline.new_message_id()
+    send = pipeline.send
+    with pipeline.lock:
+        send(ev.ReasoningStartEvent(message_id=mid, subagent_run_id=owner))
+        send(ev.ReasoningMessageStartEvent(message_id=mid, subagent_run_id=owner))
+        send(ev.ReasoningMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner))
+        send(ev.ReasoningMessageEndEvent(message_id=mid, subagent_run_id=owner))
+        send(ev.ReasoningEndEvent(message_id=mid, subagent_run_id=owner))
     return mid
 
 
 def reasoning_in(frame: Frame, message_id: str | None) -> ReasoningHandle:
     """Open a reasoning block in *frame*."""
-    return ReasoningHandle(frame, message_id or frame.run.new_message_id())
+    return ReasoningHandle(frame, message_id or frame.pipeline.new_message_id())
 
 
 def tool_call_in(
     frame: Frame, name: str, call_id: str | None, parent_message_id: str | None
 ) -> ToolCallHandle:
     """Open a tool call in *frame*."""
-    return ToolCallHandle(frame, call_id or frame.run.new_tool_call_id(), name, parent_message_id)
+    return ToolCallHandle(
+        frame, call_id or frame.pipeline.new_tool_call_id(), name, parent_message_id
+    )
 
 
 def activity_in(
     frame: Frame, activity_type: str, content: Any, message_id: str | None
 ) -> ActivityHandle:
     """Publish an activity in *frame*."""
-    return ActivityHandle(frame, message_id or frame.run.new_message_id(), activity_type, content)
+    return ActivityHandle(
+        frame, message_id or frame.pipeline.new_message_id(), activity_type, content
+    )
 
 
 def message_in(
     frame: Frame, role: ev.TextMessageRole, message_id: str | None, name: str | None
 ) -> MessageHandle:
     """Open a text message in *frame*."""
-    run = frame.run
-    handle = MessageHandle(frame, message_id or run.new_message_id(), role, name)
-    run._message_owners[handle.id] = handle.owner
+    pipeline = frame.pipeline
+    handle = MessageHandle(frame, message_id or pipeline.new_message_id(), role, name)
+    pipeline.message_owners[handle.id] = handle.owner
     return handle
 
 
@@ -169,4 +171,4 @@ def emit_in(frame: Frame, event: ev.BaseEvent) -> None:
     owner = frame.owner
     if owner is not None and type(event) in ev.ATTRIBUTABLE and event.subagent_run_id is None:  # type: ignore[attr-defined]
         event = attrs.evolve(cast(Any, event), subagent_run_id=owner)
-    frame.run._send(event)
+    frame.pipeline.send(event)

@@ -1,27 +1,26 @@
 """
-`Run`: one AG-UI run, its ids, its emit pipeline and its lifecycle.
+`Run`: one AG-UI run, its request, its lifecycle and its cancellation.
 
-Every event goes through one path, `Run._send`, under one lock: the run's
-transformers, then the verifier, then the sink. A transformer's output is
-verified like anything else; a violation raises `ProtocolError` and the event
-never reaches the sink. The lock makes the stream totally ordered when several
-threads emit at once.
+The events themselves go through the run's `Pipeline` (``_pipeline``): one
+lock, the ids, transformers, verifier, sink and taps, and the handles still
+open in each scope. `Run` makes the pipeline, sends ``RUN_STARTED`` on entry,
+and on exit closes what is left open and sends the one terminal event.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
+from ambient_runs._futures import resolve
 from ambient_runs._outcomes import code_of, interrupts_of, is_cancellation, safely
+from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame
-from ambient_runs._state import publish_state_in, set_state_in, update_state_in
+from ambient_runs._state import RunState, publish_state_in, set_state_in, update_state_in
 from ambient_runs._subagent import Emitters
 from ambient_runs._wire import json_form
 from ambient_runs.errors import ProtocolError, RunCancelledError
@@ -34,12 +33,6 @@ if TYPE_CHECKING:
 __all__ = ("EventLog", "Run", "Sink", "Transformer", "current_run")
 
 T = TypeVar("T")
-
-Sink = Callable[[ev.BaseEvent], object]
-"""Where a run's events go: any callable taking one event. Called under the run's lock."""
-
-Transformer = Callable[[ev.BaseEvent], "ev.BaseEvent | Sequence[ev.BaseEvent] | None"]
-"""Rewrites one event: return it (changed or not), None to drop it, or several."""
 
 PROTOCOL_VERSION = "1.0"
 
@@ -136,37 +129,33 @@ class Run(Emitters):
             input = ev.RunAgentInput.from_wire(input)
         self.input = input
         self._log = EventLog() if sink is None else None
-        self._sink: Sink = self._log if self._log is not None else sink  # type: ignore[assignment]
-        self._transformers = tuple(transformers)
-        self._verifier: Any = None
+        verifier: Any = None
         if verify:
             from ambient_runs.verify import Verifier
 
             # A resumed run may answer calls of earlier runs (TOOL_CALL_RESULT
             # against the original toolCallId): tell the verifier they exist.
-            self._verifier = Verifier(known_tool_call_ids=_tool_call_ids(input.messages))
-        self._check: Callable[[ev.BaseEvent], None] | None = (
-            None if self._verifier is None else self._verifier.check
+            verifier = Verifier(known_tool_call_ids=_tool_call_ids(input.messages))
+        self._verifier = verifier
+        self._state = RunState(state)
+        #: The run's event pipeline (``ambient_runs._pipeline.Pipeline``): ids, lock,
+        #: transform, verify, sink, taps and open handles. Package-internal: its
+        #: interface may change; use the run's own methods.
+        self.pipeline = Pipeline(
+            input.run_id,
+            self._log if self._log is not None else sink,  # type: ignore[arg-type]
+            transformers,
+            None if verifier is None else verifier.check,
+            _scopes.taps(),
+            self._state,
         )
         self._echo_input = echo_input
-        self._lock = threading.RLock()
-        self._message_ids = itertools.count(1)
-        self._tool_call_ids = itertools.count(1)
-        self._subagent_ids = itertools.count(1)
-        self._interrupt_ids = itertools.count(1)
-        self._children: dict[int, Any] = {}
-        self._message_owners: dict[str, str | None] = {}
-        self._taps: list[Sink] = list(_scopes.taps())
-        self._state = state
-        self._tracker: Any = None
         self._result: Any = None
         self._cancelled = False
         self._cancel_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._started = False
-        self._finished = False
         self._root: Frame | None = None
         self._token: Any = None
-        self._drain_hook: Callable[[], Awaitable[None]] | None = None
         #: The HTTP request this run serves (`ambient_runs.asgi.Request`: headers,
         #: client, path, the raw ASGI scope); None outside a server.
         self.request: Request | None = request
@@ -256,17 +245,17 @@ class Run(Emitters):
     @property
     def finished(self) -> bool:
         """Whether the run's terminal event has gone out."""
-        return self._finished
+        return self.pipeline.finished
 
     # ------------------------------------------------------------------ ids
 
     def new_message_id(self) -> str:
         """Return a fresh message id, unique within the run: ``<run id>-msg-<n>``."""
-        return f"{self.input.run_id}-msg-{next(self._message_ids)}"
+        return self.pipeline.new_message_id()
 
     def new_tool_call_id(self) -> str:
         """Return a fresh tool call id, unique within the run: ``<run id>-tool-<n>``."""
-        return f"{self.input.run_id}-tool-{next(self._tool_call_ids)}"
+        return self.pipeline.new_tool_call_id()
 
     def new_subagent_run_id(self) -> str:
         """
@@ -274,11 +263,11 @@ class Run(Emitters):
 
         A resuming run that continues a suspended invocation reuses its id instead.
         """
-        return f"{self.input.run_id}-sub-{next(self._subagent_ids)}"
+        return self.pipeline.new_subagent_run_id()
 
     def new_interrupt_id(self) -> str:
         """Return a fresh interrupt id, unique within the run: ``<run id>-int-<n>``."""
-        return f"{self.input.run_id}-int-{next(self._interrupt_ids)}"
+        return self.pipeline.new_interrupt_id()
 
     # ------------------------------------------------------------------ emit pipeline
 
@@ -288,58 +277,13 @@ class Run(Emitters):
             raise ProtocolError(msg, rule="run-not-started")
         return self._root
 
-    def _send(self, event: ev.BaseEvent) -> None:
-        """Transform, verify and deliver one event. Every emit ends here."""
-        with self._lock:
-            if self._finished:
-                msg = (
-                    f"Cannot send {event.TYPE.value!r}: run {self.input.run_id!r} has already "
-                    "finished. Start a new Run to send more."
-                )
-                raise ProtocolError(msg, rule="run-finished")
-            if self._transformers:
-                for out in self._transform(event):
-                    self._deliver(out)
-                return
-            # The hot path, inlined: verify, then sink.
-            check = self._check
-            if check is not None:
-                check(event)
-            self._sink(event)
-            if self._taps:
-                for tap in self._taps:
-                    tap(event)
-
-    def _deliver(self, event: ev.BaseEvent) -> None:
-        if self._check is not None:
-            self._check(event)
-        self._sink(event)
-        for tap in self._taps:
-            tap(event)
-
-    def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
-        batch = [event]
-        for transformer in self._transformers:
-            nxt: list[ev.BaseEvent] = []
-            for item in batch:
-                out = transformer(item)
-                if out is None:
-                    continue
-                if isinstance(out, ev.BaseEvent):
-                    nxt.append(out)
-                else:
-                    nxt.extend(out)
-            batch = nxt
-        return batch
-
     def add_transformer(self, transformer: Transformer) -> None:
         """
         Also apply *transformer* to every later event, after the run's own transformers.
 
         What it returns is verified like anything else (`ProtocolError`).
         """
-        with self._lock:
-            self._transformers = (*self._transformers, transformer)
+        self.pipeline.add_transformer(transformer)
 
     def remove_transformer(self, transformer: Transformer) -> None:
         """
@@ -357,13 +301,11 @@ class Run(Emitters):
 
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""
-        with self._lock:
-            self._taps.append(tap)
+        self.pipeline.add_tap(tap)
 
     def remove_tap(self, tap: Sink) -> None:
         """Stop delivering events to *tap*."""
-        with self._lock:
-            self._taps.remove(tap)
+        self.pipeline.remove_tap(tap)
 
     async def drain(self) -> None:
         """
@@ -372,9 +314,7 @@ class Run(Emitters):
         Emitters never block; a streaming transport (`ambient_runs.stream`) makes
         this wait while its buffer is full. Without one it returns at once.
         """
-        hook = self._drain_hook
-        if hook is not None:
-            await hook()
+        await self.pipeline.drain()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -386,7 +326,7 @@ class Run(Emitters):
         self._root = Frame(self)
         self._token = _scopes.enter(self._root)
         try:
-            self._send(
+            self.pipeline.send(
                 ev.RunStartedEvent(
                     thread_id=self.input.thread_id,
                     run_id=self.input.run_id,
@@ -406,7 +346,7 @@ class Run(Emitters):
             return self._finish(exc)
         finally:
             _scopes.leave(self._token, self._root, "run")
-            self._mark_all_ended()
+            self.pipeline.close()
 
     def _finish(self, exc: BaseException | None) -> bool:
         if exc is None:
@@ -435,32 +375,23 @@ class Run(Emitters):
         )
 
     def _close_and_send(self, finished: ev.RunFinishedEvent, *, quietly: bool) -> None:
-        with self._lock:
+        pipeline = self.pipeline
+        with pipeline.lock:
             try:
-                for child in reversed(list(self._children.values())):
-                    if not child.ended:
-                        child._abandon(quietly=quietly)
-                self._send(finished)
+                pipeline.close_left_open(pipeline.root, quietly=quietly)
+                pipeline.send(finished)
             except Exception as error:
                 # It could not finish cleanly: RUN_ERROR keeps the stream valid.
                 safely(self._send_error, str(error), "protocol_error")
                 raise
-            self._finished = True
+            pipeline.finished = True
 
     def _send_error(self, message: str, code: str | None) -> None:
-        with self._lock:
-            if not self._finished:
-                self._send(ev.RunErrorEvent(message=message, code=code))
-                self._finished = True
-
-    def _mark_all_ended(self) -> None:
-        self._finished = True
-        pending = list(self._children.values())
-        while pending:
-            handle = pending.pop()
-            handle._ended = True
-            pending.extend(getattr(handle, "_children", {}).values())
-        self._children.clear()
+        pipeline = self.pipeline
+        with pipeline.lock:
+            if not pipeline.finished:
+                pipeline.send(ev.RunErrorEvent(message=message, code=code))
+                pipeline.finished = True
 
     def finish_with(self, result: Any) -> None:
         """
@@ -507,13 +438,13 @@ class Run(Emitters):
         Code inside notices through `check_cancelled`, `cancelled` or
         `until_cancelled`. A transport trips it when the client disconnects.
         """
-        with self._lock:
+        with self.pipeline.lock:
             if self._cancelled:
                 return
             self._cancelled = True
             waiters, self._cancel_waiters = self._cancel_waiters, []
         for loop, future in waiters:
-            loop.call_soon_threadsafe(_resolve, future)
+            loop.call_soon_threadsafe(resolve, future)
 
     def check_cancelled(self) -> None:
         """
@@ -527,7 +458,7 @@ class Run(Emitters):
 
     async def cancelled(self) -> None:
         """Wait until the run is cancelled."""
-        with self._lock:
+        with self.pipeline.lock:
             if self._cancelled:
                 return
             loop = asyncio.get_running_loop()
@@ -556,7 +487,7 @@ class Run(Emitters):
 
     def state(self) -> Any:
         """Return the typed state (as last set or mutated; publishing does not copy it)."""
-        return self._state
+        return self._state.value
 
     def set_state(self, state: Any) -> None:
         """Replace the state and publish the change."""
@@ -590,8 +521,3 @@ def _tool_call_ids(messages: Sequence[ev.Message]) -> list[str]:
         elif isinstance(message, ev.ToolMessage):
             ids.append(message.tool_call_id)
     return ids
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from ambient_runs.errors import NoActiveRunError
 
 if TYPE_CHECKING:
+    from ambient_runs._pipeline import Pipeline
     from ambient_runs._run import Run
     from ambient_runs._subagent import Subagent
 
@@ -60,14 +61,14 @@ class Frame:
 
     Immutable by convention (slots, no setters); build a new one with
     `with_subagent` or `with_step`. A frame knows the frame it was entered
-    from (*parent*) and the handle whose end ends it (*scope*: a subagent or a
+    from (*parent*) and the handle whose end ends it (*handle*: a subagent or a
     step; None for the run's root frame), so `leave` can tell a live frame from
     a dead one. The one mutable bit, *orphaned*, records that the frame's scope
     was left without its token being reset (out of order, or in another
     Context): such a frame must never become current again by a later reset.
     """
 
-    __slots__ = ("orphaned", "owner", "parent", "run", "scope", "step", "subagent")
+    __slots__ = ("handle", "orphaned", "owner", "parent", "pipeline", "run", "step", "subagent")
 
     def __init__(
         self,
@@ -75,32 +76,34 @@ class Frame:
         subagent: Subagent | None = None,
         step: str | None = None,
         parent: Frame | None = None,
-        scope: Any = None,
+        handle: Any = None,
     ) -> None:
         self.run = run
+        #: The run's event pipeline (`Run.pipeline`): where this frame's events go.
+        self.pipeline: Pipeline = run.pipeline if parent is None else parent.pipeline
         self.subagent = subagent
         #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
         self.owner: str | None = None if subagent is None else subagent.id
         self.step = step
         self.parent = parent
-        self.scope = scope
+        self.handle = handle
         self.orphaned = False
 
     def with_subagent(self, subagent: Subagent) -> Frame:
         """Return a frame attributed to *subagent*, in the same run and without a step."""
         return Frame(self.run, subagent, None, self, subagent)
 
-    def with_step(self, step: str, scope: Any = None) -> Frame:
-        """Return this frame with *step* as the current step (*scope*: the step's handle)."""
-        return Frame(self.run, self.subagent, step, parent=self, scope=scope)
+    def with_step(self, step: str, handle: Any = None) -> Frame:
+        """Return this frame with *step* as the current step (*handle*: the `Step`)."""
+        return Frame(self.run, self.subagent, step, parent=self, handle=handle)
 
     @property
     def ended(self) -> bool:
         """Whether the scope this frame stands for has ended (for the root frame: the run)."""
-        scope = self.scope
-        if scope is None:
-            return bool(self.run.finished)
-        return bool(scope.ended)
+        handle = self.handle
+        if handle is None:
+            return bool(self.pipeline.finished)
+        return bool(handle.ended)
 
     def __repr__(self) -> str:
         return f"Frame(run={self.run.run_id!r}, owner={self.owner!r}, step={self.step!r})"

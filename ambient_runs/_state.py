@@ -19,7 +19,14 @@ from ambient_runs.errors import InvalidEventError
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
 
-__all__ = ("operations", "publish_state_in", "set_state_in", "tracked_change", "update_state_in")
+__all__ = (
+    "RunState",
+    "operations",
+    "publish_state_in",
+    "set_state_in",
+    "tracked_change",
+    "update_state_in",
+)
 
 
 def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
@@ -53,32 +60,55 @@ def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, 
     return tuple(ops)
 
 
-def set_state_in(frame: Frame, state: Any) -> None:
+class RunState:
+    """
+    A run's typed state and what was last published of it.
+
+    The value is whatever the agent set (an attrs instance, a dataclass or a JSON
+    dict); publishing compares its wire form with the last one sent.
+    """
+
+    __slots__ = ("_tracker", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self._tracker: StateTracker | None = None
+
+    def publish(self, frame: Frame) -> None:
+        """Publish what changed since the last publish, attributed to *frame*'s owner."""
+        pipeline = frame.pipeline
+        with pipeline.lock:
+            if self._tracker is None:
+                self._tracker = StateTracker()
+            change = tracked_change(self._tracker, self.value)
+            if change is None:
+                return
+            kind, payload = change
+            if kind == "snapshot":
+                event: ev.BaseEvent = ev.StateSnapshotEvent(
+                    snapshot=payload, subagent_run_id=frame.owner
+                )
+            else:
+                event = ev.StateDeltaEvent(delta=operations(payload), subagent_run_id=frame.owner)
+            pipeline.send(event)
+
+
+def set_state_in(frame: Frame, value: Any) -> None:
     """Replace the run's state and publish the change, attributed to *frame*'s owner."""
-    frame.run._state = state
-    publish_state_in(frame)
+    state = frame.pipeline.state
+    state.value = value
+    state.publish(frame)
 
 
 def update_state_in(frame: Frame, update: Callable[[Any], Any]) -> None:
     """Apply *update* to the run's state (mutate, or return a new one) and publish."""
-    run = frame.run
-    new = update(run._state)
+    state = frame.pipeline.state
+    new = update(state.value)
     if new is not None:
-        run._state = new
-    publish_state_in(frame)
+        state.value = new
+    state.publish(frame)
 
 
 def publish_state_in(frame: Frame) -> None:
     """Publish the run's state, attributed (as provenance) to *frame*'s owner."""
-    run = frame.run
-    with run._lock:
-        if run._tracker is None:
-            run._tracker = StateTracker()
-        change = tracked_change(run._tracker, run._state)
-        if change is None:
-            return
-        kind, payload = change
-        if kind == "snapshot":
-            run._send(ev.StateSnapshotEvent(snapshot=payload, subagent_run_id=frame.owner))
-        else:
-            run._send(ev.StateDeltaEvent(delta=operations(payload), subagent_run_id=frame.owner))
+    frame.pipeline.state.publish(frame)

@@ -73,7 +73,7 @@ class Step(Faces, Handle):
     def end(self) -> None:
         """Send ``STEP_FINISHED``. A second call warns and does nothing."""
         if self._closing():
-            self._run._send(ev.StepFinishedEvent(step_name=self.name, subagent_run_id=self._owner))
+            self._send(ev.StepFinishedEvent(step_name=self.name, subagent_run_id=self._owner))
             if not self._depth:  # no `with` block still needs the frame to leave it
                 self._release()
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ambient_runs import events as ev
+from ambient_runs._futures import resolve as _resolve
 from ambient_runs._outcomes import code_of as _code_of
 from ambient_runs._run import Run
 
@@ -96,7 +97,7 @@ def stream(
         raise ValueError(msg)
     channel = _Channel(buffer)
     run = Run(input, sink=channel.push, request=request, **run_options)
-    run._drain_hook = channel.drain
+    run.pipeline.drain_hook = channel.drain
     return EventStream(agent, run, channel)
 
 
@@ -189,11 +190,6 @@ class _Channel:
             if writer is None or writer.done():
                 writer = self.writer = loop.create_future()
             await writer
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 async def _drive(agent: Agent, run: Run) -> None:

@@ -29,7 +29,7 @@ from ambient_runs.errors import (
 if TYPE_CHECKING:
     from typing import Self
 
-    from ambient_runs._run import Run
+    from ambient_runs._pipeline import Pipeline, Registry
     from ambient_runs._scopes import Frame
 
 __all__ = ("Emitters", "Subagent")
@@ -142,9 +142,9 @@ class Subagent(Faces, Emitters):
     _id: str | None
     _parent_subagent_run_id: str | None
     _bound_parent: Frame | None
-    _run: Run | None
+    _pipeline: Pipeline | None
     _frame: Frame | None
-    _scope_parent: Any
+    _registry: Registry | None
     _started: bool
     _ended: bool
     _initial: dict[str, Any]
@@ -224,9 +224,9 @@ class Subagent(Faces, Emitters):
             "parent_message_id": parent_message_id,
             "_parent_subagent_run_id": parent_subagent_run_id,
             "_bound_parent": parent,
-            "_run": None,
+            "_pipeline": None,
             "_frame": None,
-            "_scope_parent": None,
+            "_registry": None,
             "_started": False,
             "_ended": False,
             "_depth": 0,
@@ -234,7 +234,7 @@ class Subagent(Faces, Emitters):
         }
         self.__dict__.update(initial)
         self._initial = initial
-        self._children: dict[int, Any] = {}
+        self._children: Registry = {}
 
     # ------------------------------------------------------------------ identity
 
@@ -281,14 +281,16 @@ class Subagent(Faces, Emitters):
                 stacklevel=3,
             )
             return self._frame
-        run = parent.run
+        pipeline = self._pipeline = parent.pipeline
         sid = self._id
         if sid is None:
-            sid = self._id = run.new_subagent_run_id()
-        self._run = run
+            sid = self._id = pipeline.new_subagent_run_id()
         self._started = True
         frame = self._frame = parent.with_subagent(self)
-        scope_parent = self._scope_parent = run if parent.subagent is None else parent.subagent
+        registry = pipeline.scopes.get(parent.owner)
+        if registry is None:
+            registry = pipeline.root
+        self._registry = registry
         announce = _subagent_started(
             sid,
             self.name,
@@ -297,9 +299,10 @@ class Subagent(Faces, Emitters):
             self.parent_tool_call_id,
             self.parent_message_id,
         )
-        with run._lock:
-            run._send(announce)
-            scope_parent._children[id(self)] = self
+        with pipeline.lock:
+            pipeline.send(announce)
+            registry[id(self)] = self
+            pipeline.scopes.setdefault(sid, self._children)
         return frame
 
     def start(self) -> Self:
@@ -315,7 +318,7 @@ class Subagent(Faces, Emitters):
         self._begin(self._bound_parent or _scopes.require("subagent"))
         return self
 
-    def _closing(self, *, warn: bool = True) -> Run | None:
+    def _closing(self, *, warn: bool = True) -> Pipeline | None:
         if not self._started:
             msg = f"subagent {self.name!r} was never started; enter it or call start() first"
             raise HandleClosedError(msg)
@@ -328,23 +331,21 @@ class Subagent(Faces, Emitters):
                 )
             return None
         self._ended = True
-        return self._run
-
-    def _close_children(self, *, quietly: bool) -> None:
-        for child in reversed(list(self._children.values())):
-            if not child.ended:
-                child._abandon(quietly=quietly)
+        return self._pipeline
 
     def _end(self, event: ev.BaseEvent, *, quietly: bool = False, warn: bool = True) -> None:
-        run = self._closing(warn=warn)
-        if run is None:
+        pipeline = self._closing(warn=warn)
+        if pipeline is None:
             return
-        with run._lock:
-            if self._children:
-                self._close_children(quietly=quietly)
-            run._send(event)
-            if self._scope_parent is not None:
-                self._scope_parent._children.pop(id(self), None)
+        with pipeline.lock:
+            children = self._children
+            if children:
+                pipeline.close_left_open(children, quietly=quietly)
+            pipeline.send(event)
+            if self._registry is not None:
+                self._registry.pop(id(self), None)
+            if pipeline.scopes.get(self._id) is children:
+                del pipeline.scopes[self._id]
         if not self._depth:  # no `with` block still needs the frame to leave it
             self._release()
 
@@ -358,6 +359,13 @@ class Subagent(Faces, Emitters):
         outlived the scope) keep working: they only point one way.
         """
         self._frame = None
+
+    def _orphan(self) -> None:
+        """The run is over: mark the invocation and what it left open ended, sending nothing."""
+        self._ended = True
+        for child in list(self._children.values()):
+            child._orphan()
+        self._children.clear()
 
     def finish(self) -> None:
         """Send ``SUBAGENT_FINISHED`` with a success outcome. A second end warns."""

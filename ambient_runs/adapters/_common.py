@@ -240,7 +240,7 @@ def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[
             tokens.append(ResumeToken(entry, data))
     if not tokens:
         return []
-    with run._lock:
+    with run.pipeline.lock:
         claimed = _claimed.setdefault(run, set())
         free = [t for t in tokens if t.entry.interrupt_id not in claimed]
         if not free:

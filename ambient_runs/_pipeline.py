@@ -1,0 +1,233 @@
+"""
+`Pipeline`: where every event of one run goes, and the run's shared bookkeeping.
+
+One pipeline per `Run`. It owns, under one re-entrant lock:
+
+- the **path of an event**: `send` applies the run's transformers, then the
+  verifier, then the sink, then the taps. A transformer's output is verified
+  like anything else; a violation raises `ProtocolError` and the event never
+  reaches the sink. The lock makes the stream totally ordered when several
+  threads emit at once;
+- the **ids** the run hands out (messages, tool calls, subagents, interrupts);
+- the **finished flag**: once the terminal event is out, `send` refuses;
+- the **open handles by owner** (`scopes`): for each open scope, the run's own
+  (owner None) and each open subagent invocation's (owner: its id), the
+  handles opened in it and not yet ended, in opening order. A scope that ends
+  closes what is left in its registry (`close_left_open`); a tool call joins the
+  registry of the message it belongs to (`message_owners`);
+- the **drain hook** a streaming transport installs for backpressure, and the
+  run's typed state (published by ``_state``).
+
+Handles bind `send` once, when they open, and call it for every event; nothing
+outside this module touches the lock-protected fields except under `lock`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ambient_runs import events as ev
+from ambient_runs.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from ambient_runs._state import RunState
+
+__all__ = ("OpenHandle", "Pipeline", "Registry", "Sink", "Transformer")
+
+Sink = Callable[[ev.BaseEvent], object]
+"""Where a run's events go: any callable taking one event. Called under the run's lock."""
+
+Transformer = Callable[[ev.BaseEvent], "ev.BaseEvent | Sequence[ev.BaseEvent] | None"]
+"""Rewrites one event: return it (changed or not), None to drop it, or several."""
+
+
+class OpenHandle(Protocol):
+    """What the pipeline needs of a handle it keeps in a registry."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    def _abandon(self, *, quietly: bool) -> None:
+        """Close the handle for its scope, which ended with it open (warn unless *quietly*)."""
+
+    def _orphan(self) -> None:
+        """The run is over: mark the handle ended without sending anything."""
+
+
+Registry = dict[int, OpenHandle]
+"""The open handles of one scope, by ``id(handle)``, in opening order."""
+
+
+class Pipeline:
+    """
+    The emit path and bookkeeping of one run (see the module docstring).
+
+    Args:
+        run_id: The run's id, the prefix of every id it hands out.
+        sink: Where verified events go.
+        transformers: Applied in order to every event before verification.
+        check: The verifier's ``check`` (raises `ProtocolError`), or None.
+        taps: Extra sinks, called after *sink*.
+        state: The run's typed state.
+    """
+
+    __slots__ = (
+        "_check",
+        "_interrupt_ids",
+        "_message_ids",
+        "_sink",
+        "_subagent_ids",
+        "_taps",
+        "_tool_call_ids",
+        "_transformers",
+        "drain_hook",
+        "finished",
+        "lock",
+        "message_owners",
+        "root",
+        "run_id",
+        "scopes",
+        "state",
+    )
+
+    def __init__(
+        self,
+        run_id: str,
+        sink: Sink,
+        transformers: Sequence[Transformer],
+        check: Callable[[ev.BaseEvent], None] | None,
+        taps: Sequence[Sink],
+        state: RunState,
+    ) -> None:
+        self.run_id = run_id
+        self._sink = sink
+        self._transformers = tuple(transformers)
+        self._check = check
+        self._taps: list[Sink] = list(taps)
+        self.lock = threading.RLock()
+        self._message_ids = itertools.count(1)
+        self._tool_call_ids = itertools.count(1)
+        self._subagent_ids = itertools.count(1)
+        self._interrupt_ids = itertools.count(1)
+        #: Whether the terminal event has gone out (or the run is over): `send` refuses.
+        self.finished = False
+        #: The run's own registry: handles opened by the parent agent.
+        self.root: Registry = {}
+        #: The registry of every open scope, by owner (None: the run's, `root`).
+        self.scopes: dict[str | None, Registry] = {None: self.root}
+        #: The owner of every message opened in the run, by message id.
+        self.message_owners: dict[str, str | None] = {}
+        #: Awaited by `drain`: installed by a streaming transport for backpressure.
+        self.drain_hook: Callable[[], Awaitable[None]] | None = None
+        #: The run's typed state and its publisher (``_state.RunState``).
+        self.state = state
+
+    # ------------------------------------------------------------------ the path of an event
+
+    def send(self, event: ev.BaseEvent) -> None:
+        """Transform, verify and deliver one event. Every emit ends here."""
+        with self.lock:
+            if self.finished:
+                msg = (
+                    f"Cannot send {event.TYPE.value!r}: run {self.run_id!r} has already "
+                    "finished. Start a new Run to send more."
+                )
+                raise ProtocolError(msg, rule="run-finished")
+            if self._transformers:
+                for out in self._transform(event):
+                    self._deliver(out)
+                return
+            # The hot path, inlined: verify, then sink.
+            check = self._check
+            if check is not None:
+                check(event)
+            self._sink(event)
+            if self._taps:
+                for tap in self._taps:
+                    tap(event)
+
+    def _deliver(self, event: ev.BaseEvent) -> None:
+        if self._check is not None:
+            self._check(event)
+        self._sink(event)
+        for tap in self._taps:
+            tap(event)
+
+    def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
+        batch = [event]
+        for transformer in self._transformers:
+            nxt: list[ev.BaseEvent] = []
+            for item in batch:
+                out = transformer(item)
+                if out is None:
+                    continue
+                if isinstance(out, ev.BaseEvent):
+                    nxt.append(out)
+                else:
+                    nxt.extend(out)
+            batch = nxt
+        return batch
+
+    def add_transformer(self, transformer: Transformer) -> None:
+        """Also apply *transformer* to every later event, after the others."""
+        with self.lock:
+            self._transformers = (*self._transformers, transformer)
+
+    def add_tap(self, tap: Sink) -> None:
+        """Also deliver every later event to *tap* (after the sink)."""
+        with self.lock:
+            self._taps.append(tap)
+
+    def remove_tap(self, tap: Sink) -> None:
+        """Stop delivering events to *tap*."""
+        with self.lock:
+            self._taps.remove(tap)
+
+    async def drain(self) -> None:
+        """Wait for the transport's consumer (the drain hook), when there is one."""
+        hook = self.drain_hook
+        if hook is not None:
+            await hook()
+
+    # ------------------------------------------------------------------ ids
+
+    def new_message_id(self) -> str:
+        """Return a fresh message id: ``<run id>-msg-<n>``."""
+        return f"{self.run_id}-msg-{next(self._message_ids)}"
+
+    def new_tool_call_id(self) -> str:
+        """Return a fresh tool call id: ``<run id>-tool-<n>``."""
+        return f"{self.run_id}-tool-{next(self._tool_call_ids)}"
+
+    def new_subagent_run_id(self) -> str:
+        """Return a fresh subagent invocation id: ``<run id>-sub-<n>``."""
+        return f"{self.run_id}-sub-{next(self._subagent_ids)}"
+
+    def new_interrupt_id(self) -> str:
+        """Return a fresh interrupt id: ``<run id>-int-<n>``."""
+        return f"{self.run_id}-int-{next(self._interrupt_ids)}"
+
+    # ------------------------------------------------------------------ open handles
+
+    def registry_of(self, owner: str | None) -> Registry | None:
+        """The registry of the open scope whose ``subagentRunId`` is *owner* (None: not open)."""
+        return self.scopes.get(owner)
+
+    def close_left_open(self, registry: Registry, *, quietly: bool) -> None:
+        """Close what is still open in *registry*, newest first (a `LeftOpenWarning` each)."""
+        with self.lock:
+            for handle in reversed(list(registry.values())):
+                if not handle.ended:
+                    handle._abandon(quietly=quietly)
+
+    def close(self) -> None:
+        """The run is over: refuse further events and mark every open handle ended."""
+        with self.lock:
+            self.finished = True
+            for handle in list(self.root.values()):
+                handle._orphan()
+            self.root.clear()
+            self.scopes = {None: self.root}
