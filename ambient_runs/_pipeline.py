@@ -171,10 +171,22 @@ class Pipeline:
             batch = nxt
         return batch
 
+    @property
+    def transformers(self) -> tuple[Transformer, ...]:
+        """The transformers every event goes through, in order."""
+        return self._transformers
+
     def add_transformer(self, transformer: Transformer) -> None:
         """Also apply *transformer* to every later event, after the others."""
         with self.lock:
             self._transformers = (*self._transformers, transformer)
+
+    def remove_transformer(self, transformer: Transformer) -> None:
+        """Stop applying *transformer*; `ValueError` when it is not one of the run's."""
+        with self.lock:
+            remaining = list(self._transformers)
+            remaining.remove(transformer)
+            self._transformers = tuple(remaining)
 
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""

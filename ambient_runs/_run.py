@@ -294,10 +294,7 @@ class Run(Emitters):
         Raises:
             ValueError: *transformer* is not one of the run's.
         """
-        with self._lock:
-            remaining = list(self._transformers)
-            remaining.remove(transformer)
-            self._transformers = tuple(remaining)
+        self.pipeline.remove_transformer(transformer)
 
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""

@@ -545,7 +545,7 @@ async def test_stamping_can_be_turned_off() -> None:
 async def test_the_stamp_leaves_the_fast_path_after_run_started(traced: Traced) -> None:
     """The stamping transformer removes itself once RUN_STARTED is through."""
     async with ar.Run(make_input()) as run:
-        assert () == run._transformers
+        assert () == run.pipeline.transformers
 
 
 async def test_no_span_is_ever_current_outside_use_scope_span(traced: Traced) -> None:
@@ -648,7 +648,7 @@ def test_a_run_that_never_finishes_ends_its_spans_when_collected(traced: Traced)
     run = ar.Run(make_input(run_id="r"))
     run.__enter__()
     ar.subagent("stuck").start()
-    run._finished = True  # as when the run could not send its terminal event
+    run.pipeline.finished = True  # as when the run could not send its terminal event
     from ambient_runs import _scopes
 
     _scopes.leave(run._token, run._root, "run")
