@@ -76,8 +76,14 @@ def safely(fn: Callable[..., None], *args: Any) -> None:
 
 
 def is_cancellation(exc: BaseException) -> bool:
-    """Whether *exc* cancels: asyncio's `CancelledError` or `Run.check_cancelled`'s error."""
-    return isinstance(exc, asyncio.CancelledError | RunCancelledError)
+    """
+    Whether *exc* cancels: asyncio's `CancelledError`, trio's ``Cancelled``, or
+    `Run.check_cancelled`'s error. trio is recognised by name, never imported.
+    """
+    if isinstance(exc, asyncio.CancelledError | RunCancelledError):
+        return True
+    kind = type(exc)
+    return kind.__name__ == "Cancelled" and kind.__module__.partition(".")[0] == "trio"
 
 
 def code_of(exc: BaseException) -> str:
