@@ -192,6 +192,19 @@ class _Channel:
             await writer
 
 
+def _running_loop(what: str) -> asyncio.AbstractEventLoop:
+    """Return the running asyncio loop, or say plainly that *what* needs one (trio, …)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        msg = (
+            f"{what} runs on asyncio only, and no asyncio event loop is running here "
+            "(trio?). Under trio, drive an ambient_runs.Run yourself (`async with "
+            "ambient_runs.Run(input, sink=...)`), or serve under asyncio"
+        )
+        raise RuntimeError(msg) from None
+
+
 async def _drive(agent: Agent, run: Run) -> None:
     async with run:
         result = await agent(run)
@@ -277,7 +290,7 @@ class EventStream:
                 channel.reader = None
 
     def _start(self) -> asyncio.Task[None]:
-        loop = asyncio.get_running_loop()
+        loop = _running_loop("ambient_runs.stream")
         channel = self._channel
         channel.loop = loop
         channel.thread = threading.get_ident()

@@ -38,7 +38,7 @@ from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._outcomes import code_of as _code_of
 from ambient_runs._run import Run
-from ambient_runs._stream import Agent, EventStream, stream
+from ambient_runs._stream import Agent, EventStream, _running_loop, stream
 from ambient_runs.errors import InvalidInputError, InvalidJSONError
 
 __all__ = ("AgentApp", "Headers", "Request")
@@ -243,6 +243,7 @@ class AgentApp:
     # ------------------------------------------------------------------ http
 
     async def _http(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        _running_loop("ambient_runs.asgi.AgentApp")
         method = scope["method"]
         if method != "POST":
             detail = f"{method} is not allowed; POST a JSON RunAgentInput"
@@ -386,6 +387,11 @@ async def _lifespan(receive: _Receive, send: _Send) -> None:
     """Answer the lifespan protocol: there is nothing to start or stop."""
     message = await receive()
     if message["type"] == "lifespan.startup":
+        try:
+            _running_loop("ambient_runs.asgi.AgentApp")
+        except RuntimeError as error:  # a trio server: refuse to start, saying why
+            await send({"type": "lifespan.startup.failed", "message": str(error)})
+            return
         await send({"type": "lifespan.startup.complete"})
         message = await receive()
     if message["type"] == "lifespan.shutdown":
