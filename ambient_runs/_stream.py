@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
+import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -34,8 +36,14 @@ __all__ = ("Agent", "EventStream", "StreamStatistics", "stream")
 
 _log = logging.getLogger("ambient_runs")
 
-Agent: TypeAlias = Callable[[Run], Awaitable[Any]]
-"""An agent: an async callable taking the `Run`; what it returns is the run's result."""
+Agent: TypeAlias = Callable[[Run], Awaitable[Any]] | Callable[[Run], Any]
+"""
+An agent: a callable taking the `Run`; what it returns is the run's result.
+
+An async callable runs in the stream's task; a plain one runs in a worker
+thread (the default executor) with the run's context, so its emitters
+attribute as usual.
+"""
 
 _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
 
@@ -69,8 +77,19 @@ def stream(
       run ends with a ``cancelled`` outcome, which nobody reads) and, except for
       dropping, waits for it to end.
 
+    - **Sync agents.** A plain (not async) callable runs in a worker thread of
+      the loop's default executor, in a copy of the run's context. It cannot
+      await `ambient_runs.drain`, and closing the stream cannot stop a thread:
+      it should look at `Run.is_cancelled` (or call `Run.check_cancelled`) in
+      long loops. What it emits after the run ended raises in its thread.
+    - **SystemExit and KeyboardInterrupt** raised by the agent (argparse inside a
+      tool, say) end the run with ``RUN_ERROR`` (code ``"SystemExit"`` or
+      ``"KeyboardInterrupt"``) instead of leaving the event loop and stopping
+      the server. A plain `Run` without a stream still treats them as the
+      process ending (a ``cancelled`` outcome, re-raised).
+
     Args:
-        agent: An async callable taking the `Run`.
+        agent: A callable taking the `Run`, async or not.
         input: The request, a `RunAgentInput` or its wire form (a dict).
         buffer: The high-water mark: how many undelivered events make
             `Run.drain` wait.
@@ -84,11 +103,13 @@ def stream(
 
     Raises:
         InvalidInputError: *input* is a dict that is not a valid RunAgentInput.
-        TypeError: *run_options* holds *sink*.
+        TypeError: *agent* is not a callable that takes the `Run` as its one
+            positional argument, or *run_options* holds *sink*.
         ValueError: *buffer* is negative.
 
     .. versionadded:: 0.1.0
     """
+    _check_agent(agent)
     if "sink" in run_options:
         msg = "stream() owns the run's sink; consume the stream instead of passing sink="
         raise TypeError(msg)
@@ -205,9 +226,76 @@ def _running_loop(what: str) -> asyncio.AbstractEventLoop:
         raise RuntimeError(msg) from None
 
 
+def _check_agent(agent: object) -> None:
+    """
+    Refuse, with a `TypeError` naming the fix, what cannot serve as an agent.
+
+    An agent is a callable that takes the `Run` as its one positional argument.
+    A callable whose signature Python cannot read (some builtins) is accepted.
+    """
+    if not callable(agent):
+        msg = (
+            f"an agent must be a callable taking the Run, not {type(agent).__name__} "
+            f"{agent!r}: write `async def agent(run): ...`"
+        )
+        raise TypeError(msg)
+    if inspect.isgeneratorfunction(agent) or inspect.isasyncgenfunction(agent):
+        name = getattr(agent, "__qualname__", None) or repr(agent)
+        msg = (
+            f"agent {name} is a generator function: an agent emits events (ar.say, "
+            "ar.message, …) and returns its result; drop the `yield`"
+        )
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(agent)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        name = getattr(agent, "__qualname__", None) or repr(agent)
+        msg = (
+            f"agent {name}{signature} cannot be called with the Run: an agent takes the "
+            "Run as its one positional argument, e.g. `async def agent(run): ...`"
+        )
+        raise TypeError(msg) from None
+
+
+def _is_async(agent: object) -> bool:
+    """Whether calling *agent* gives an awaitable to await in the task (not a thread's work)."""
+    return inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(
+        getattr(agent, "__call__", None)  # noqa: B004 - an instance with an async __call__
+    )
+
+
+class _AgentExit(RuntimeError):
+    """
+    The agent raised `SystemExit` or `KeyboardInterrupt` under a stream.
+
+    Raised in its place inside the run, so the run ends with ``RUN_ERROR`` and
+    the exception never leaves the agent's task: asyncio would re-raise it out of
+    the event loop and stop the whole server. ``code`` names the original.
+    """
+
+    def __init__(self, exit: BaseException) -> None:
+        self.code = type(exit).__name__
+        super().__init__(
+            f"the agent raised {exit!r}; under a stream that ends the run, not the process"
+        )
+
+
 async def _drive(agent: Agent, run: Run) -> None:
     async with run:
-        result = await agent(run)
+        try:
+            if _is_async(agent):
+                result = await agent(run)
+            else:
+                call = contextvars.copy_context().run
+                result = await asyncio.get_running_loop().run_in_executor(None, call, agent, run)
+                if inspect.isawaitable(result):  # a plain function that returned a coroutine
+                    result = await result
+        except (SystemExit, KeyboardInterrupt) as exit:
+            raise _AgentExit(exit) from exit
         if result is not None:
             run.finish_with(result)
 

@@ -1,0 +1,29 @@
+"""What the hostile tests read from responses: SSE events, the one-terminal rule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import ambient_runs as ar
+from ambient_runs.testing import assert_valid
+
+__all__ = ["BODY", "JSON", "assert_one_terminal", "events_of"]
+
+BODY = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+JSON = {"content-type": "application/json"}
+TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
+
+
+def events_of(body: bytes) -> list[dict[str, Any]]:
+    """Return the events of an SSE body, skipping comments."""
+    blocks = [b for b in body.split(b"\n\n") if b]
+    return [json.loads(b.removeprefix(b"data: ")) for b in blocks if b.startswith(b"data: ")]
+
+
+def assert_one_terminal(events: list[dict[str, Any]]) -> None:
+    """Assert a valid AG-UI stream (our verifier) that ends with its one terminal event."""
+    types = [e["type"] for e in events]
+    assert 1 == sum(t in TERMINAL for t in types), types
+    assert types[-1] in TERMINAL, types
+    assert_valid([ar.from_wire(e) for e in events])
