@@ -14,12 +14,15 @@ writes them to its response; `ambient_runs.asgi` is one such transport::
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 
 from ambient_runs import events as ev
 from ambient_runs._wire import encode_json, framed
 
 __all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "check_keep_alive", "encode", "frames")
+
+_log = logging.getLogger("ambient_runs")
 
 CONTENT_TYPE = "text/event-stream"
 """
@@ -76,6 +79,12 @@ def frames(
     Closing the returned iterator (``aclose``) closes *events* too, when it has
     an ``aclose``: for an `ambient_runs.stream`, that cancels the agent.
 
+    A stream that fails before its terminal event (an event that will not
+    encode, *events* raising) ends with a ``RUN_ERROR`` frame (the exception's
+    message and ``code`` or class name), logged on the ``ambient_runs`` logger,
+    and *events* is closed; the exception is not raised to the caller, so a
+    response always ends well formed.
+
     Args:
         events: The events, e.g. `ambient_runs.stream`'s.
         keep_alive: Seconds of silence before a keep-alive comment; None for none.
@@ -113,10 +122,13 @@ async def _frames(
     events: AsyncIterator[ev.BaseEvent], keep_alive: float | None
 ) -> AsyncGenerator[bytes, None]:
     pending: asyncio.Task[ev.BaseEvent | None] | None = None
+    ended = False  # the terminal event has gone out
     try:
         if keep_alive is None:
             async for event in events:
-                yield encode(event)
+                frame = encode(event)
+                ended = isinstance(event, _TERMINAL)
+                yield frame
             return
         while True:
             if pending is None:
@@ -129,7 +141,16 @@ async def _frames(
             pending = None
             if arrived is None:
                 return
-            yield encode(arrived)
+            frame = encode(arrived)
+            ended = isinstance(arrived, _TERMINAL)
+            yield frame
+    except Exception as error:
+        # The stream failed (an event that would not encode, an iterator that
+        # raised): the client still gets a terminal event, as the protocol needs.
+        if ended:
+            raise
+        _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
+        yield _error_frame(error)
     finally:
         if pending is not None:
             pending.cancel()
@@ -139,6 +160,19 @@ async def _frames(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+_TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
+
+
+def _error_frame(error: Exception) -> bytes:
+    """The ``RUN_ERROR`` frame that ends a stream which failed with *error*."""
+    code = getattr(error, "code", None)
+    code = code if isinstance(code, str) else type(error).__name__
+    try:
+        return encode(ev.RunErrorEvent(message=str(error) or code, code=code))
+    except Exception:  # a message JSON cannot carry (a lone surrogate, say)
+        return encode(ev.RunErrorEvent(message=type(error).__name__, code=type(error).__name__))
 
 
 async def _next(events: AsyncIterator[ev.BaseEvent]) -> ev.BaseEvent | None:

@@ -15,6 +15,7 @@ import strategies
 from ag_ui.encoder import EventEncoder
 from hypothesis import HealthCheck, given, settings
 
+import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._wire import to_wire
@@ -179,16 +180,60 @@ class TestCheckKeepAlive:
 
         assert closed.is_set()
 
-    async def test_source_errors_propagate(self) -> None:
-        """An exception from the source reaches the consumer, with keep-alive too."""
+    @pytest.mark.parametrize("keep_alive", [None, 1])
+    async def test_a_failing_source_ends_with_run_error(self, keep_alive: float | None) -> None:
+        """An exception from the source becomes a RUN_ERROR frame, and the frames end."""
 
         async def source() -> AsyncIterator[ev.BaseEvent]:
             yield EVENTS[0]
             msg = "source broke"
             raise RuntimeError(msg)
 
-        frames = sse.frames(source(), keep_alive=1)
+        frames = sse.frames(source(), keep_alive=keep_alive)
         await anext(frames)
 
-        with pytest.raises(RuntimeError, match="source broke"):
+        assert (
+            b'data: {"type":"RUN_ERROR","message":"source broke","code":"RuntimeError"}\n\n'
+            == (await anext(frames))
+        )
+        with pytest.raises(StopAsyncIteration):
+            await anext(frames)
+
+    async def test_an_event_that_will_not_encode_ends_with_run_error(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An event that fails in encode ends the frames with RUN_ERROR, naming the error."""
+        real = sse.encode
+
+        def encode(event: ev.BaseEvent) -> bytes:
+            if event is EVENTS[1]:
+                msg = "no JSON form"
+                raise ar.InvalidEventError(msg)
+            return real(event)
+
+        async def source() -> AsyncIterator[ev.BaseEvent]:
+            yield EVENTS[0]
+            yield EVENTS[1]
+            yield EVENTS[2]
+
+        monkeypatch.setattr(sse, "encode", encode)
+        out = [f async for f in sse.frames(source())]
+
+        assert [
+            real(EVENTS[0]),
+            b'data: {"type":"RUN_ERROR","message":"no JSON form","code":"InvalidEventError"}\n\n',
+        ] == out
+
+    async def test_a_failure_after_the_terminal_event_propagates(self) -> None:
+        """Once the terminal frame went out, a later failure is not a second terminal."""
+        finished = ev.RunFinishedEvent(thread_id="t", run_id="r")
+
+        async def source() -> AsyncIterator[ev.BaseEvent]:
+            yield finished
+            msg = "late"
+            raise RuntimeError(msg)
+
+        frames = sse.frames(source())
+        assert sse.encode(finished) == await anext(frames)
+        with pytest.raises(RuntimeError, match="late"):
             await anext(frames)
