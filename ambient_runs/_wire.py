@@ -29,7 +29,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
 
 import attrs
@@ -55,6 +55,7 @@ __all__ = (
     "json_form",
     "parse_input",
     "parse_input_json",
+    "problem_count",
     "to_wire",
     "wire_form",
     "wire_name",
@@ -447,6 +448,25 @@ _JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
 # --------------------------------------------------------------------------- structure
 
 
+_MAX_ITEM_PROBLEMS = 100
+"""The most bad items of one array a parse reports; the rest are counted in one problem."""
+
+
+_UNLISTED = "more invalid items, not listed"
+
+
+def problem_count(problems: Sequence[str]) -> int:
+    """
+    How many problems *problems* stand for: a line saying ``"<n> more invalid
+    items, not listed"`` (past `_MAX_ITEM_PROBLEMS` in one array) counts as *n*.
+    """
+    total = 0
+    for problem in problems:
+        count, _, rest = problem.rpartition(": ")[2].partition(" ")
+        total += int(count) if rest == _UNLISTED and count.isdigit() else 1
+    return total
+
+
 class _Problem(ValueError):
     """A structuring failure whose message is already what the user should read."""
 
@@ -490,13 +510,19 @@ def _structure_tuple_factory(tp: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
         hook = _CONVERTER.get_structure_hook(item_type)
         items: list[Any] = []
         errors: list[Exception] = []
+        unlisted = 0
         for index, item in enumerate(value):
             try:
                 items.append(hook(item, item_type))
             except Exception as exc:
-                exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
-                errors.append(exc)
+                if len(errors) < _MAX_ITEM_PROBLEMS:
+                    exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
+                    errors.append(exc)
+                else:  # counted, not kept: 300,000 kept errors cost seconds of GC
+                    unlisted += 1
         if errors:
+            if unlisted:
+                errors.append(_Problem(f"{unlisted} {_UNLISTED}"))
             msg = "invalid items"
             raise IterableValidationError(msg, errors, tp)
         return tuple(items)

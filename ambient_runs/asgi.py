@@ -24,21 +24,31 @@ The protocol, per request:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import copy
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
+import threading
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from typing import Any, TypeAlias
 
 import attrs
 
 from ambient_runs import events as ev
 from ambient_runs import sse
-from ambient_runs._outcomes import code_of as _code_of
 from ambient_runs._run import Run
-from ambient_runs._stream import Agent, EventStream, _running_loop, stream
+from ambient_runs._stream import Agent, EventStream, _check_agent, _running_loop, stream
+from ambient_runs._wire import problem_count
 from ambient_runs.errors import InvalidInputError, InvalidJSONError
 
 __all__ = ("AgentApp", "Headers", "Request")
@@ -162,35 +172,86 @@ class _TooLarge(Exception):
     """The body went past *max_body*."""
 
 
+class _TooSlow(Exception):
+    """The body did not arrive within *body_timeout*."""
+
+
+_INLINE_PARSE = 8192
+"""Bodies up to this many bytes are parsed on the event loop (well under 50 ms even when
+every byte is a bad item); larger ones in a worker thread, so the loop keeps serving."""
+
+_PROBLEM_CHARS = 300
+"""The longest one reported problem gets (a problem quotes what it found)."""
+
+_PARSERS: concurrent.futures.ThreadPoolExecutor | None = None
+_PARSERS_LOCK = threading.Lock()
+
+
+def _parsers() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's two parsing threads: hostile bodies can keep at most two busy."""
+    global _PARSERS
+    with _PARSERS_LOCK:
+        if _PARSERS is None:
+            _PARSERS = concurrent.futures.ThreadPoolExecutor(
+                max_workers=2, thread_name_prefix="ambient_runs-parse"
+            )
+        return _PARSERS
+
+
 class AgentApp:
     """
     Serve *agent* over HTTP as an AG-UI endpoint: a bare ASGI 3 application.
 
     Every ``POST`` runs the agent once under a new `Run` (through
     `ambient_runs.stream`) and streams its events as server-sent events. The
-    path is not looked at: mount the app where the agent should live.
+    path is not looked at: mount the app where the agent should live. The run's
+    `Run.request` holds the request (headers, client, path, the ASGI scope).
 
     Content types: ``application/json`` and ``application/*+json`` (UTF-8) are
     accepted. A request without a content type is refused (415) on purpose:
     requiring one keeps browsers from posting runs cross-site without a CORS
     preflight.
 
+    Limits, so that no request can stall the server: the body is read up to
+    *max_body* bytes (413) and for at most *body_timeout* seconds (408); a
+    rejection lists at most *max_problems* problems (the rest are counted in
+    ``"omitted"``); bodies over 8 KiB are parsed in a worker thread (two per
+    process), so the event loop keeps answering other requests meanwhile.
+
+    CORS: with *allow_origins*, a browser preflight (``OPTIONS`` with
+    ``Origin`` and ``Access-Control-Request-Method: POST``) from a listed origin
+    is answered 204, and every response to that origin carries
+    ``Access-Control-Allow-Origin``. Without it, ``OPTIONS`` is 405.
+
     Args:
-        agent: An async callable taking the `Run`; what it returns is the run's
-            result.
+        agent: A callable taking the `Run`, async or plain (a plain one runs in a
+            worker thread); what it returns is the run's result.
         max_body: The largest request body accepted, in bytes; reading stops
             there (413).
+        body_timeout: Seconds the whole body may take to arrive; then 408 and the
+            connection is closed. None for no limit.
+        max_problems: The most problems a 400 or 422 lists.
         keep_alive: Seconds of silence after which a keep-alive SSE comment is
             sent; None for none.
+        allow_origins: Origins (``"https://app.example"``, no path) allowed to
+            call from a browser, or ``"*"`` for any.
+        allow_credentials: Let browsers send cookies and ``Authorization``
+            cross-origin (``Access-Control-Allow-Credentials: true``); the
+            origin is then echoed, never ``*``.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
             *transformers*, *verify*, *state*, *echo_input*). A *state* is
             deep-copied for each run, so runs never share one object.
 
     Raises:
-        TypeError: *run_options* holds an option `Run` does not take, or *sink*.
-        ValueError: *max_body* is negative or *keep_alive* not positive.
+        TypeError: *agent* cannot be called with the `Run`, or *run_options*
+            holds an option `Run` does not take, or *sink* or *request*.
+        ValueError: A limit is negative, *keep_alive* or *body_timeout* not
+            positive, or an origin is not ``scheme://host[:port]``.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
+       plain agents; `Run.request`.
     """
 
     def __init__(
@@ -198,22 +259,47 @@ class AgentApp:
         agent: Agent,
         *,
         max_body: int = 1_000_000,
+        body_timeout: float | None = 30.0,
+        max_problems: int = 20,
         keep_alive: float | None = None,
+        allow_origins: Iterable[str] = (),
+        allow_credentials: bool = False,
         **run_options: Any,
     ) -> None:
+        _check_agent(agent)
         if max_body < 0:
             msg = f"max_body must be >= 0, not {max_body}"
             raise ValueError(msg)
         sse.check_keep_alive(keep_alive)
+        if max_problems < 0:
+            msg = f"max_problems must be >= 0, not {max_problems}"
+            raise ValueError(msg)
+        if body_timeout is not None and not body_timeout > 0:
+            msg = f"body_timeout must be a positive number of seconds or None, not {body_timeout!r}"
+            raise ValueError(msg)
         for owned in ("sink", "request"):
             if owned in run_options:
                 msg = f"AgentApp owns the run's {owned} (the HTTP exchange); do not pass {owned}="
                 raise TypeError(msg)
+        if isinstance(allow_origins, str):
+            allow_origins = (allow_origins,)
+        origins = frozenset(allow_origins)
+        for origin in origins:
+            if origin != "*" and not _is_origin(origin):
+                msg = (
+                    f"allow_origins holds {origin!r}, which is not an origin: write "
+                    "'scheme://host[:port]' with no path or trailing slash, or '*'"
+                )
+                raise ValueError(msg)
         options = {k: v for k, v in run_options.items() if k != "buffer"}
         inspect.signature(Run).bind(None, **options)  # a typo fails now, not per request
         self.agent = agent
         self.max_body = max_body
+        self.body_timeout = body_timeout
+        self.max_problems = max_problems
         self.keep_alive = keep_alive
+        self.allow_origins = origins
+        self.allow_credentials = allow_credentials
         self.run_options = run_options
 
     def __repr__(self) -> str:
@@ -226,6 +312,7 @@ class AgentApp:
 
         Raises:
             ValueError: *scope* is of a type ASGI 3 does not define.
+            RuntimeError: No asyncio event loop is running (a trio server).
 
         .. versionadded:: 0.1.0
         """
@@ -244,73 +331,188 @@ class AgentApp:
 
     async def _http(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
         _running_loop("ambient_runs.asgi.AgentApp")
-        method = scope["method"]
+        request = Request.from_scope(scope)
+        headers = request.headers
+        cors = self._cors_headers(headers.get("origin"))
+        method = request.method
+        if method == "OPTIONS" and "access-control-request-method" in headers:
+            await self._preflight(send, headers, cors)
+            return
         if method != "POST":
             detail = f"{method} is not allowed; POST a JSON RunAgentInput"
-            await _reject(send, 405, "method not allowed", [detail], [(b"allow", b"POST")])
+            allow = b"POST, OPTIONS" if self.allow_origins else b"POST"
+            await self._reject(
+                send, 405, "method not allowed", [detail], [(b"allow", allow)], cors
+            )
             return
-        headers = dict(scope.get("headers") or ())
-        problem = _content_type_problem(headers.get(b"content-type"))
+        problem = _content_type_problem(headers.get("content-type"))
         if problem is not None:
-            await _reject(send, 415, "unsupported media type", [problem])
+            await self._reject(send, 415, "unsupported media type", [problem], cors=cors)
             return
         try:
-            body = await self._read_body(headers.get(b"content-length"), receive)
+            body = await self._read_body(headers.get("content-length"), receive)
         except _TooLarge:
             detail = f"the body exceeds the limit of {self.max_body} bytes"
-            await _reject(send, 413, "request body too large", [detail])
+            await self._reject(send, 413, "request body too large", [detail], _CLOSE, cors)
+            return
+        except _TooSlow:
+            detail = f"the body did not arrive within {self.body_timeout:g} s"
+            await self._reject(send, 408, "request timeout", [detail], _CLOSE, cors)
             return
         if body is None:  # the client left while sending
             return
         try:
-            input = ev.RunAgentInput.from_json(body)
+            if len(body) <= _INLINE_PARSE:
+                input = ev.RunAgentInput.from_json(body)
+            else:
+                loop = asyncio.get_running_loop()
+                input = await loop.run_in_executor(_parsers(), ev.RunAgentInput.from_json, body)
         except InvalidInputError as error:
             if _is_malformed(error):
-                await _reject(send, 400, "malformed JSON", error.problems)
+                await self._reject(send, 400, "malformed JSON", error.problems, cors=cors)
             else:
-                await _reject(send, 422, "invalid RunAgentInput", error.problems)
+                await self._reject(send, 422, "invalid RunAgentInput", error.problems, cors=cors)
             return
         options = self.run_options
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
-        events = stream(self.agent, input, request=Request.from_scope(scope), **options)
-        await _respond(events, receive, send, self.keep_alive)
+        events = stream(self.agent, input, request=request, **options)
+        await _respond(events, receive, send, self.keep_alive, cors)
 
-    async def _read_body(self, length: bytes | None, receive: _Receive) -> bytes | None:
-        """Read the whole body, or None if the client disconnected; stop past *max_body*."""
+    async def _read_body(self, length: str | None, receive: _Receive) -> bytes | None:
+        """Read the whole body, or None if the client disconnected; stop past the limits."""
         if length is not None and length.isdigit() and int(length) > self.max_body:
             raise _TooLarge
         chunks: list[bytes] = []
         size = 0
         more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                raise _TooLarge
-            chunks.append(chunk)
-            more = message.get("more_body", False)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body:
+                        raise _TooLarge
+                    chunks.append(chunk)
+                    more = message.get("more_body", False)
+        except TimeoutError:
+            raise _TooSlow from None
         return b"".join(chunks)
 
+    # ------------------------------------------------------------------ cors
 
-def _content_type_problem(value: bytes | None) -> str | None:
+    def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
+        """The CORS headers every response to *origin* carries (none if not allowed)."""
+        if origin is None or not self.allow_origins:
+            return []
+        if origin in self.allow_origins:
+            allowed = origin
+        elif "*" in self.allow_origins:
+            allowed = origin if self.allow_credentials else "*"
+        else:
+            return []
+        headers = [(b"access-control-allow-origin", allowed.encode("latin-1"))]
+        if allowed != "*":
+            headers.append((b"vary", b"origin"))
+        if self.allow_credentials:
+            headers.append((b"access-control-allow-credentials", b"true"))
+        return headers
+
+    async def _preflight(
+        self, send: _Send, headers: Headers, cors: list[tuple[bytes, bytes]]
+    ) -> None:
+        """Answer a CORS preflight: 204 for an allowed origin asking to POST, else 403/405."""
+        if not self.allow_origins:
+            detail = "OPTIONS is not allowed: this endpoint has no allow_origins (CORS)"
+            await self._reject(send, 405, "method not allowed", [detail], [(b"allow", b"POST")])
+            return
+        asked = headers["access-control-request-method"].strip().upper()
+        if not cors or asked != "POST":
+            why = (
+                f"origin {headers.get('origin')!r} is not allowed"
+                if not cors
+                else f"method {asked!r} is not allowed; POST"
+            )
+            await self._reject(send, 403, "CORS preflight refused", [why], cors=cors)
+            return
+        answer = [
+            *cors,
+            (b"access-control-allow-methods", b"POST"),
+            (b"access-control-max-age", b"600"),
+        ]
+        asked_headers = headers.get("access-control-request-headers")
+        if asked_headers:
+            answer.append((b"access-control-allow-headers", asked_headers.encode("latin-1")))
+        await send({"type": "http.response.start", "status": 204, "headers": answer})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # ------------------------------------------------------------------ errors
+
+    async def _reject(
+        self,
+        send: _Send,
+        status: int,
+        error: str,
+        problems: Sequence[str],
+        headers: Iterable[tuple[bytes, bytes]] = (),
+        cors: Iterable[tuple[bytes, bytes]] = (),
+    ) -> None:
+        """Answer *status* with a small JSON body: at most *max_problems* problems, each short."""
+        listed = problems[: self.max_problems]
+        shown = [p if len(p) <= _PROBLEM_CHARS else p[: _PROBLEM_CHARS - 1] + "…" for p in listed]
+        payload: dict[str, Any] = {"error": error, "detail": shown}
+        omitted = problem_count(problems) - problem_count(listed)
+        if omitted:
+            payload["omitted"] = omitted
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "backslashreplace"
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *headers,
+                    *cors,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+_CLOSE = [(b"connection", b"close")]
+
+
+def _is_origin(value: str) -> bool:
+    """Whether *value* is ``scheme://host[:port]`` and nothing more."""
+    scheme, sep, rest = value.partition("://")
+    return (
+        bool(scheme and sep and rest)
+        and not any(c in rest for c in "/?#")
+        and rest == rest.strip()
+    )
+
+
+def _content_type_problem(value: str | None) -> str | None:
     """Say what is wrong with a request's content type, or None for UTF-8 JSON."""
     if value is None:
         return "no content-type; send application/json"
-    media, *params = value.decode("latin-1").split(";")
+    media, *params = value.split(";")
     media = media.strip().lower()
     if media != "application/json" and not (
         media.startswith("application/") and media.endswith("+json")
     ):
-        return f"content-type {media!r} is not JSON; send application/json"
+        return f"content-type {media[:100]!r} is not JSON; send application/json"
     for param in params:
         key, _, charset = param.partition("=")
         charset = charset.strip().strip('"').lower()
         if key.strip().lower() == "charset" and charset not in {"utf-8", "utf8"}:
-            return f"charset {charset!r} is not supported; JSON is UTF-8"
+            return f"charset {charset[:100]!r} is not supported; JSON is UTF-8"
     return None
 
 
@@ -319,35 +521,16 @@ def _is_malformed(error: InvalidInputError) -> bool:
     return isinstance(error, InvalidJSONError)
 
 
-async def _reject(
-    send: _Send,
-    status: int,
-    error: str,
-    detail: Iterable[str],
-    headers: Iterable[tuple[bytes, bytes]] = (),
-) -> None:
-    body = json.dumps(
-        {"error": error, "detail": list(detail)}, ensure_ascii=False, separators=(",", ":")
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
 async def _respond(
-    events: EventStream, receive: _Receive, send: _Send, keep_alive: float | None
+    events: EventStream,
+    receive: _Receive,
+    send: _Send,
+    keep_alive: float | None,
+    cors: Iterable[tuple[bytes, bytes]] = (),
 ) -> None:
     """Stream *events*; a disconnect, watched meanwhile, cancels the run at once."""
-    await send({"type": "http.response.start", "status": 200, "headers": _STREAM_HEADERS})
+    headers = [*_STREAM_HEADERS, *cors]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
     pump = asyncio.create_task(_pump(events, send, keep_alive))
     watch = asyncio.create_task(_until_disconnect(receive))
     try:
@@ -362,18 +545,12 @@ async def _respond(
 
 
 async def _pump(events: EventStream, send: _Send, keep_alive: float | None) -> None:
+    # A stream that fails ends with a RUN_ERROR frame from sse.frames itself (the
+    # agent's own failures are RUN_ERROR already); closing the frames cancels the agent.
     body = sse.frames(events, keep_alive=keep_alive)
-    try:
-        async with contextlib.aclosing(body):
-            async for frame in body:
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
-    except Exception as error:
-        # The stream has started: the failure is reported in it (the agent's own
-        # failures are RUN_ERROR already; this is the transport's, e.g. an event
-        # that would not encode). Closing the frames cancelled the agent.
-        _log.error("streaming run %r failed", events.run.run_id, exc_info=error)
-        failed = ev.RunErrorEvent(message=str(error) or type(error).__name__, code=_code_of(error))
-        await send({"type": "http.response.body", "body": sse.encode(failed), "more_body": True})
+    async with contextlib.aclosing(body):
+        async for frame in body:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -1,4 +1,4 @@
-"""trio: `Run` works under it, its cancellation is a cancellation, the transport says asyncio only."""
+"""trio: `Run` works under it, cancellation is cancellation, the transport says asyncio only."""
 
 from __future__ import annotations
 
