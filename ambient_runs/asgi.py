@@ -275,7 +275,7 @@ class AgentApp:
             msg = f"max_problems must be >= 0, not {max_problems}"
             raise ValueError(msg)
         if body_timeout is not None and not body_timeout > 0:
-            msg = f"body_timeout must be a positive number of seconds or None, not {body_timeout!r}"
+            msg = f"body_timeout must be positive seconds or None, not {body_timeout!r}"
             raise ValueError(msg)
         for owned in ("sink", "request"):
             if owned in run_options:
