@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextvars
 import inspect
 import logging
 import threading
@@ -26,6 +25,7 @@ from ambient_runs import events as ev
 from ambient_runs._futures import resolve as _resolve
 from ambient_runs._outcomes import code_of as _code_of
 from ambient_runs._run import Run
+from ambient_runs.threads import run_in_executor
 
 if TYPE_CHECKING:
     from typing import Self
@@ -290,8 +290,7 @@ async def _drive(agent: Agent, run: Run) -> None:
             if _is_async(agent):
                 result = await agent(run)
             else:
-                call = contextvars.copy_context().run
-                result = await asyncio.get_running_loop().run_in_executor(None, call, agent, run)
+                result = await run_in_executor(None, agent, run)  # in the run's context
                 if inspect.isawaitable(result):  # a plain function that returned a coroutine
                     result = await result
         except (SystemExit, KeyboardInterrupt) as exit:
