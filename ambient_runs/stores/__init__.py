@@ -1,0 +1,506 @@
+"""
+Run stores: where a detached run's events live, so that clients can resume,
+join and follow it from any worker process.
+
+A store keeps, per run (a thread id and a run id):
+
+- the run's **log**: its events as encoded JSON, each under a dense sequence
+  number starting at 1 (the SSE ``id:`` of its frame), bounded by *max_events*
+  (older entries are trimmed);
+- the request that started it (its `RunAgentInput` JSON), which a joining
+  client's prelude starts from;
+- the **end**: the sequence number of the terminal event, once appended; the
+  log then expires *retention* seconds later;
+- the owner's **lease**, renewed by the worker that runs the agent; a run whose
+  lease lapsed before its end is *lost*, and the first follower to notice ends
+  it with ``RUN_ERROR`` code ``worker_lost`` (`follow` does this);
+- a **cancel request**, which any worker may make and the owner waits for.
+
+`MemoryStore` is the embedded default (one process); `ambient_runs.stores.redis.RedisStore`
+puts the same on Redis Streams for several workers (``pip install ambient-runs[redis]``).
+Both implement `RunStore`, the protocol `ambient_runs.asgi.AgentApp` (``store=``) uses.
+
+.. versionadded:: 0.2.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from ambient_runs import events as ev
+from ambient_runs._wire import encode_json
+from ambient_runs.errors import AmbientRunsError
+from ambient_runs.stores._fold import RunView, prelude
+
+__all__ = (
+    "Entry",
+    "EventsExpiredError",
+    "MemoryStore",
+    "Page",
+    "RunEndedError",
+    "RunExistsError",
+    "RunInfo",
+    "RunNotFoundError",
+    "RunStore",
+    "RunView",
+    "StoreError",
+    "follow",
+    "prelude",
+    "worker_lost_event",
+)
+
+Entry: TypeAlias = tuple[int, bytes]
+"""One logged event: its sequence number (1, 2, …) and its JSON."""
+
+DEFAULT_RETENTION = 3600.0
+DEFAULT_MAX_EVENTS = 100_000
+DEFAULT_LEASE = 10.0
+
+
+class StoreError(AmbientRunsError):
+    """
+    Base class of the errors a run store raises.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+class RunNotFoundError(StoreError, LookupError):
+    """
+    No run with this thread id and run id is in the store: it never existed here,
+    or it ended more than the store's retention time ago and was deleted.
+
+    A transport answers it with 404.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+class EventsExpiredError(StoreError, LookupError):
+    """
+    A resume asked for events the store no longer holds: the run's log went past
+    its *max_events* bound and its oldest entries were trimmed.
+
+    *first* is the oldest sequence number still held. A transport answers 410;
+    the client can join instead (no cursor), which needs no old events.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, message: str, *, first: int) -> None:
+        super().__init__(message)
+        self.first = first
+
+
+class RunEndedError(StoreError, RuntimeError):
+    """
+    Events were appended to a run that has already ended (its terminal event is
+    logged, or a follower declared its owner lost).
+
+    .. versionadded:: 0.2.0
+    """
+
+
+class RunExistsError(StoreError, ValueError):
+    """
+    A run was created under a thread id and run id the store already holds.
+    Every run needs a fresh run id.
+
+    .. versionadded:: 0.2.0
+    """
+
+
+@attrs.frozen(kw_only=True)
+class RunInfo:
+    """
+    What a store knows about one run.
+
+    Attributes:
+        thread_id: The run's thread.
+        run_id: The run.
+        input: The `RunAgentInput` that started it, as JSON.
+        owner: The token of the worker that runs it.
+        lease: The owner's lease, in seconds.
+        last: The sequence number of the last event appended (0 for none).
+        end: The sequence number of the terminal event, or None while running.
+        lease_alive: Whether the owner's lease is current (always False once ended).
+        cancel_requested: Whether someone asked for the run to be cancelled.
+
+    .. versionadded:: 0.2.0
+    """
+
+    thread_id: str
+    run_id: str
+    input: bytes
+    owner: str
+    lease: float
+    last: int
+    end: int | None
+    lease_alive: bool
+    cancel_requested: bool
+
+
+@attrs.frozen
+class Page:
+    """
+    The result of `RunStore.read`: entries, and where the log ends if it has.
+
+    .. versionadded:: 0.2.0
+    """
+
+    entries: list[Entry]
+    end: int | None
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """
+    The storage a detached run needs; `MemoryStore` and `RedisStore` implement it.
+
+    Every method is a coroutine; thread ids and run ids are any strings.
+
+    .. versionadded:: 0.2.0
+    """
+
+    retention: float
+    """Seconds a run's log is kept after its terminal event."""
+
+    async def create(
+        self, thread_id: str, run_id: str, *, input: bytes, owner: str, lease: float
+    ) -> None:
+        """Open a run's log, owned by *owner* under a lease; `RunExistsError` if it exists."""
+
+    async def append(
+        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+    ) -> int:
+        """
+        Append *events* (JSON) in order; with *final*, the last one is the terminal event.
+
+        Returns the sequence number of the last one. Raises `RunEndedError` once
+        the run has ended, `RunNotFoundError` if it is not in the store.
+        """
+
+    async def read(
+        self, thread_id: str, run_id: str, after: int, *, limit: int = 1000, wait: float = 0
+    ) -> Page:
+        """
+        Return up to *limit* entries after sequence number *after*, in order.
+
+        With *wait*, and nothing after *after* yet, wait up to *wait* seconds
+        for more. Raises `RunNotFoundError`, or `EventsExpiredError` when the
+        entry right after *after* was trimmed.
+        """
+
+    async def info(self, thread_id: str, run_id: str) -> RunInfo:
+        """Return what the store knows of the run; `RunNotFoundError` if nothing."""
+
+    async def renew(self, thread_id: str, run_id: str, *, owner: str, lease: float) -> bool:
+        """Extend *owner*'s lease; False if the run ended or is no longer its."""
+
+    async def end_lost(self, thread_id: str, run_id: str, event: bytes) -> bool:
+        """
+        End a run whose owner's lease lapsed, with *event* as its terminal event.
+
+        Does nothing (and returns False) if the run has ended or its lease is
+        current; atomic, so several followers noticing at once end it once.
+        """
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> bool:
+        """Ask the owner to cancel the run; False if it has already ended."""
+
+    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+        """Return once a cancel of the run has been requested (the owner waits on it)."""
+
+    async def aclose(self) -> None:
+        """Release the store's connections."""
+
+
+def worker_lost_event(lease: float) -> bytes:
+    """
+    The JSON of the ``RUN_ERROR`` (code ``worker_lost``) that ends a lost run.
+
+    .. versionadded:: 0.2.0
+    """
+    message = (
+        f"the worker running this run stopped renewing its lease for {lease:g} s; "
+        "the run is lost (start it again)"
+    )
+    return encode_json(ev.RunErrorEvent(message=message, code="worker_lost"))
+
+
+async def follow(
+    store: RunStore, thread_id: str, run_id: str, after: int = 0, *, poll: float | None = None
+) -> AsyncIterator[Entry]:
+    """
+    Yield every entry of a run after *after*, live, up to and including its terminal event.
+
+    While nothing arrives, the owner's lease is checked every *poll* seconds
+    (default: a third of the lease, at most 1 s); if it lapsed before the run
+    ended, the run is ended with ``RUN_ERROR`` code ``worker_lost``
+    (`worker_lost_event`), which this follower and every other receives.
+
+    Raises:
+        RunNotFoundError: The run is not (or no longer) in the store.
+        EventsExpiredError: The entries right after *after* were trimmed.
+
+    .. versionadded:: 0.2.0
+    """
+    info = await store.info(thread_id, run_id)
+    wait = poll if poll is not None else min(1.0, info.lease / 3)
+    while True:
+        page = await store.read(thread_id, run_id, after, wait=wait)
+        for entry in page.entries:
+            yield entry
+            after = entry[0]
+        if page.end is not None and after >= page.end:
+            return
+        if not page.entries:
+            info = await store.info(thread_id, run_id)
+            if info.end is None and not info.lease_alive:
+                await store.end_lost(thread_id, run_id, worker_lost_event(info.lease))
+
+
+# ---------------------------------------------------------------------- memory
+
+
+class _MemoryRun:
+    __slots__ = (
+        "cancel",
+        "cancel_waiters",
+        "deadline",
+        "end",
+        "entries",
+        "expires",
+        "input",
+        "last",
+        "lease",
+        "owner",
+        "waiters",
+    )
+
+    def __init__(self, input: bytes, owner: str, lease: float, max_events: int) -> None:
+        self.input = input
+        self.owner = owner
+        self.lease = lease
+        self.deadline = time.monotonic() + lease
+        self.entries: deque[Entry] = deque(maxlen=max_events)
+        self.last = 0
+        self.end: int | None = None
+        self.expires: float | None = None
+        self.cancel = False
+        self.cancel_waiters: list[asyncio.Future[None]] = []
+        self.waiters: list[asyncio.Future[None]] = []
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def wake_cancel(self) -> None:
+        waiters, self.cancel_waiters = self.cancel_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class MemoryStore:
+    """
+    A `RunStore` in this process's memory: the embedded default, for one worker.
+
+    Runs started in this process can be resumed, joined and cancelled from any
+    request this process serves; nothing is shared with other processes (use
+    `ambient_runs.stores.redis.RedisStore` for that). Use it from one event loop.
+
+    Args:
+        retention: Seconds a run's log is kept after its terminal event.
+        max_events: The most events kept per run; older ones are dropped
+            (a resume asking for them gets `EventsExpiredError`).
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(
+        self, *, retention: float = DEFAULT_RETENTION, max_events: int = DEFAULT_MAX_EVENTS
+    ) -> None:
+        if not retention > 0:
+            msg = f"retention must be a positive number of seconds, not {retention!r}"
+            raise ValueError(msg)
+        if max_events < 1:
+            msg = f"max_events must be at least 1, not {max_events!r}"
+            raise ValueError(msg)
+        self.retention = retention
+        self.max_events = max_events
+        self._runs: dict[tuple[str, str], _MemoryRun] = {}
+        self._expiry: list[tuple[float, tuple[str, str]]] = []
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore {len(self._runs)} runs>"
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        expiry = self._expiry
+        while expiry and expiry[0][0] <= now:
+            _, key = heapq.heappop(expiry)
+            run = self._runs.get(key)
+            if run is not None and run.expires is not None and run.expires <= now:
+                del self._runs[key]
+
+    def _get(self, thread_id: str, run_id: str) -> _MemoryRun:
+        self._sweep()
+        run = self._runs.get((thread_id, run_id))
+        if run is None:
+            raise _not_found(thread_id, run_id)
+        return run
+
+    def _finish(self, key: tuple[str, str], run: _MemoryRun) -> None:
+        run.end = run.last
+        run.expires = time.monotonic() + self.retention
+        heapq.heappush(self._expiry, (run.expires, key))
+        run.wake_cancel()  # nobody waits for a cancel of an ended run
+
+    async def create(
+        self, thread_id: str, run_id: str, *, input: bytes, owner: str, lease: float
+    ) -> None:
+        """See `RunStore.create`."""
+        self._sweep()
+        key = (thread_id, run_id)
+        if key in self._runs:
+            raise _exists(thread_id, run_id)
+        self._runs[key] = _MemoryRun(input, owner, lease, self.max_events)
+
+    async def append(
+        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+    ) -> int:
+        """See `RunStore.append`."""
+        run = self._get(thread_id, run_id)
+        if run.end is not None:
+            raise _ended(thread_id, run_id)
+        seq = run.last
+        entries = run.entries
+        for event in events:
+            seq += 1
+            entries.append((seq, event))
+        run.last = seq
+        if final:
+            self._finish((thread_id, run_id), run)
+        run.wake()
+        return seq
+
+    async def read(
+        self, thread_id: str, run_id: str, after: int, *, limit: int = 1000, wait: float = 0
+    ) -> Page:
+        """See `RunStore.read`."""
+        run = self._get(thread_id, run_id)
+        if run.last <= after and run.end is None and wait > 0:
+            waiter = asyncio.get_running_loop().create_future()
+            run.waiters.append(waiter)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, wait)
+            run = self._get(thread_id, run_id)
+        entries = run.entries
+        if not entries or run.last <= after:
+            if after < run.last:
+                raise _expired(thread_id, run_id, after, run.last + 1)
+            return Page([], run.end)
+        first = entries[0][0]
+        if after + 1 < first:
+            raise _expired(thread_id, run_id, after, first)
+        start = max(after + 1 - first, 0)
+        stop = min(start + limit, len(entries))
+        if start == 0 and stop == len(entries):
+            return Page(list(entries), run.end)
+        return Page([entries[i] for i in range(start, stop)], run.end)
+
+    async def info(self, thread_id: str, run_id: str) -> RunInfo:
+        """See `RunStore.info`."""
+        run = self._get(thread_id, run_id)
+        return RunInfo(
+            thread_id=thread_id,
+            run_id=run_id,
+            input=run.input,
+            owner=run.owner,
+            lease=run.lease,
+            last=run.last,
+            end=run.end,
+            lease_alive=run.end is None and time.monotonic() < run.deadline,
+            cancel_requested=run.cancel,
+        )
+
+    async def renew(self, thread_id: str, run_id: str, *, owner: str, lease: float) -> bool:
+        """See `RunStore.renew`."""
+        run = self._get(thread_id, run_id)
+        if run.end is not None or run.owner != owner:
+            return False
+        run.lease = lease
+        run.deadline = time.monotonic() + lease
+        return True
+
+    async def end_lost(self, thread_id: str, run_id: str, event: bytes) -> bool:
+        """See `RunStore.end_lost`."""
+        run = self._get(thread_id, run_id)
+        if run.end is not None or time.monotonic() < run.deadline:
+            return False
+        await self.append(thread_id, run_id, [event], final=True)
+        return True
+
+    async def request_cancel(self, thread_id: str, run_id: str) -> bool:
+        """See `RunStore.request_cancel`."""
+        run = self._get(thread_id, run_id)
+        if run.end is not None:
+            return False
+        run.cancel = True
+        run.wake_cancel()
+        return True
+
+    async def wait_cancel(self, thread_id: str, run_id: str) -> None:
+        """See `RunStore.wait_cancel`."""
+        run = self._get(thread_id, run_id)
+        while not run.cancel and run.end is None:
+            waiter = asyncio.get_running_loop().create_future()
+            run.cancel_waiters.append(waiter)
+            await waiter
+        if not run.cancel:
+            await asyncio.Future()  # ended without a cancel: no cancel will ever come
+
+    async def aclose(self) -> None:
+        """Forget every run."""
+        for run in self._runs.values():
+            run.wake()
+        self._runs.clear()
+        self._expiry.clear()
+
+
+def _not_found(thread_id: str, run_id: str) -> RunNotFoundError:
+    return RunNotFoundError(
+        f"no run {run_id!r} in thread {thread_id!r}: it never ran on this store, or it ended "
+        "longer ago than the store's retention; start a new run"
+    )
+
+
+def _exists(thread_id: str, run_id: str) -> RunExistsError:
+    return RunExistsError(
+        f"run {run_id!r} of thread {thread_id!r} already exists; give every run a new runId"
+    )
+
+
+def _ended(thread_id: str, run_id: str) -> RunEndedError:
+    return RunEndedError(
+        f"run {run_id!r} of thread {thread_id!r} has already ended; nothing more can be appended"
+    )
+
+
+def _expired(thread_id: str, run_id: str, after: int, first: int) -> EventsExpiredError:
+    return EventsExpiredError(
+        f"the events of run {run_id!r} (thread {thread_id!r}) after id {after} are no longer "
+        f"stored (the oldest kept is {first}); join the run without a cursor instead",
+        first=first,
+    )

@@ -1,0 +1,132 @@
+"""The join prelude: a fold of a run's log that the official client accepts mid-run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _node import client_verify
+from _programs import INPUT, log_of, programs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ambient_runs._wire import from_wire, to_wire
+from ambient_runs.stores import RunView, prelude
+from ambient_runs.verify import Verifier
+
+INPUT_WIRE = to_wire(INPUT)
+
+cases = st.tuples(programs, st.floats(0, 1), st.sampled_from(["success", "error"]))
+
+
+def joined_at(
+    case: tuple[list[Any], float, str],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The whole log, and the stream of a client joining after a point within it."""
+    program, where, finish = case
+    log = log_of(program, finish=finish)
+    cut = 1 + round(where * (len(log) - 1))
+    return log, prelude(log[:cut], INPUT_WIRE) + log[cut:]
+
+
+def strictly_valid(events: list[dict[str, Any]]) -> None:
+    verifier = Verifier(strict=True)
+    for event in events:
+        verifier.check(from_wire(event))
+
+
+class TestPrelude:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(cases)
+    def test_a_joined_stream_is_valid_to_our_strict_verifier(self, case: Any) -> None:
+        log, joined = joined_at(case)
+
+        strictly_valid(log)
+        strictly_valid(joined)
+
+    @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(cases, min_size=25, max_size=25))
+    def test_the_client_accepts_it_and_ends_where_a_watcher_ends(self, batch: Any) -> None:
+        streams: list[Any] = []
+        for case in batch:
+            log, joined = joined_at(case)
+            watcher = {
+                "events": log,
+                "initialMessages": INPUT_WIRE["messages"],
+                "initialState": INPUT_WIRE["state"],
+            }
+            streams += [watcher, {"events": joined}]
+
+        verdicts = client_verify(streams)
+
+        for watched, joined_verdict in zip(verdicts[::2], verdicts[1::2], strict=True):
+            assert watched["ok"], watched["error"]
+            assert joined_verdict["ok"], joined_verdict["error"]
+            assert joined_verdict["messages"] == watched["messages"]
+            assert joined_verdict["state"] == watched["state"]
+            assert joined_verdict["pendingInterrupts"] == watched["pendingInterrupts"]
+
+    def test_a_mid_run_prelude_reopens_what_is_open(self) -> None:
+        log = log_of([(9, 0, 1), (0, 1, 0), (1, 1, 7), (3, 0, 0), (4, 1, 3)])
+        cut = next(i for i, e in enumerate(log) if e["type"] == "TOOL_CALL_ARGS") + 1
+
+        kinds = [e["type"] for e in prelude(log[:cut], INPUT_WIRE)]
+
+        assert kinds == [
+            "RUN_STARTED",
+            "MESSAGES_SNAPSHOT",
+            "STATE_SNAPSHOT",
+            "SUBAGENT_STARTED",
+            "TEXT_MESSAGE_START",
+            "TOOL_CALL_START",
+        ]
+        snapshot = prelude(log[:cut], INPUT_WIRE)[1]["messages"]
+        assert [m["id"] for m in snapshot] == ["sys", "run-user", "m0", "run-tool-1"]
+        assert snapshot[2]["content"] == "w7 "
+        assert snapshot[3]["toolCalls"][0]["function"]["arguments"] == '{"q": 3}'
+
+    def test_a_finished_ancestor_of_an_open_subagent_is_announced_and_closed(self) -> None:
+        view = RunView(INPUT_WIRE)
+        view.apply_all(
+            [
+                {"type": "RUN_STARTED", "threadId": "thread", "runId": "run"},
+                {"type": "SUBAGENT_STARTED", "subagentRunId": "a", "name": "a"},
+                {
+                    "type": "SUBAGENT_STARTED",
+                    "subagentRunId": "b",
+                    "name": "b",
+                    "parentSubagentRunId": "a",
+                },
+                {"type": "SUBAGENT_FINISHED", "subagentRunId": "a"},
+                {"type": "SUBAGENT_STARTED", "subagentRunId": "c", "name": "c"},
+                {"type": "SUBAGENT_FINISHED", "subagentRunId": "c"},
+            ]
+        )
+
+        announced = [(e["type"], e["subagentRunId"]) for e in view.prelude()[3:]]
+
+        assert announced == [
+            ("SUBAGENT_STARTED", "a"),
+            ("SUBAGENT_FINISHED", "a"),
+            ("SUBAGENT_STARTED", "b"),
+        ]
+
+    def test_chunked_streams_replay_the_log(self) -> None:
+        log = [
+            {"type": "RUN_STARTED", "threadId": "thread", "runId": "run"},
+            {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "delta": "hi"},
+        ]
+
+        assert prelude(log, INPUT_WIRE) == log
+
+    def test_an_ended_run_joins_to_its_terminal_event(self) -> None:
+        log = log_of([(0, 0, 0), (1, 0, 2), (2, 0, 0)])
+
+        joined = prelude(log, INPUT_WIRE)
+
+        assert joined[-1] == log[-1]
+        assert [e["type"] for e in joined] == [
+            "RUN_STARTED",
+            "MESSAGES_SNAPSHOT",
+            "STATE_SNAPSHOT",
+            "RUN_FINISHED",
+        ]
