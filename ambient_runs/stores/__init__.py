@@ -57,6 +57,9 @@ __all__ = (
     "worker_lost_event",
 )
 
+# The fold lives in its own module; it shows, pickles and documents as ours.
+RunView.__module__ = prelude.__module__ = __name__
+
 Entry: TypeAlias = tuple[int, bytes]
 """One logged event: its sequence number (1, 2, …) and its JSON."""
 
