@@ -49,7 +49,7 @@ class _Failed(Exception):
 def _drive(run: ar.Run, program: list[tuple[int, int, int]], finish: str) -> None:
     owners: list[Any] = [run]  # emitters: the run and the open subagents
     handles: list[Any] = []  # open messages, reasoning blocks, tool calls, steps, activities
-    messages: list[str] = []
+    messages: list[tuple[str, str | None]] = []
     closed_calls: list[Any] = []
     if True:
         if True:
@@ -60,7 +60,7 @@ def _drive(run: ar.Run, program: list[tuple[int, int, int]], finish: str) -> Non
                 handle = handles[pick % len(handles)] if handles else None
                 if op == 0:
                     handle = owner.message(id=f"m{len(messages)}")
-                    messages.append(handle.id)
+                    messages.append((handle.id, owner.current_subagent_id()))
                     handles.append(handle)
                 elif op == 1 and isinstance(handle, ar.MessageHandle):
                     handle.write(f"w{n} ")
@@ -68,11 +68,7 @@ def _drive(run: ar.Run, program: list[tuple[int, int, int]], finish: str) -> Non
                     handle.end()
                 elif op == 3:
                     parent = None
-                    mine = [
-                        m
-                        for m in messages
-                        if run._message_owners.get(m) == owner.current_subagent_id()
-                    ]
+                    mine = [m for m, who in messages if who == owner.current_subagent_id()]
                     if mine and n % 2:
                         parent = mine[n % len(mine)]
                     handles.append(owner.tool_call(f"tool{n % 3}", parent_message_id=parent))
