@@ -73,11 +73,75 @@ async def pydantic_ai_two_approvers(run: ar.Run) -> None:
     run.finish_with(results)
 
 
+# --------------------------------------------------------------------------- openai-agents
+
+
+def after_tool_output(first: Any, then: Any) -> Any:
+    """A scripted step that answers *then* once the input holds a tool output, else *first*."""
+    from agents.testing import ModelStep
+
+    def respond(call: Any) -> Any:
+        items = call.input if isinstance(call.input, list) else []
+        answered = any(
+            (i.get("type") if isinstance(i, dict) else getattr(i, "type", None))
+            == "function_call_output"
+            for i in items
+        )
+        return then if answered else first
+
+    return ModelStep.respond(respond)
+
+
+def openai_approver(tag: str) -> Any:
+    """A ScriptedModel agent that hands off to a clerk whose tool needs approval."""
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    @function_tool(needs_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        return f"deleted {path} for {tag}"
+
+    def clerk_step(call: Any) -> Any:
+        items = call.input if isinstance(call.input, list) else []
+        outputs = [
+            i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        if any(str(o.get("call_id")) == "call_2" for o in outputs):
+            return [assistant_message(f"{tag}: done")]
+        return [function_call("delete", {"path": f"/tmp/{tag}"}, call_id="call_2")]
+
+    from agents.testing import ModelStep
+
+    clerk = Agent(
+        name="clerk",
+        model=ScriptedModel([ModelStep.respond(clerk_step)] * 3),
+        tools=[delete],
+    )
+    return Agent(
+        name="desk",
+        model=ScriptedModel([[function_call("transfer_to_clerk", {}, call_id="call_1")]] * 2),
+        handoffs=[clerk],
+    )
+
+
+@program
+async def openai_two_approvers(run: ar.Run) -> None:
+    from ambient_runs.adapters.openai_agents import run_agent
+
+    results = await gather_interrupts(
+        run_agent(openai_approver("one"), "first", name="desk"),
+        run_agent(openai_approver("two"), "second", name="desk"),
+    )
+    run.finish_with(results)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
 async def _main(name: str) -> None:
     os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    os.environ.pop("OPENAI_API_KEY", None)
     run_input = ar.RunAgentInput.from_json(sys.stdin.buffer.read())
     async with ar.Run(run_input) as run:
         await PROGRAMS[name](run)

@@ -376,13 +376,14 @@ class TestCancellation:
         agent = Agent(FunctionModel(stream_function=model))
 
         async def body(run: ar.Run) -> None:
-            async def cancel_soon() -> None:
-                await asyncio.sleep(0.05)
-                run.cancel()
+            def cancel_at_the_fifth_chunk(event: ar.Event) -> None:
+                contents.append(event.TYPE.value == "TEXT_MESSAGE_CONTENT")
+                if sum(contents) == 5:
+                    run.cancel()
 
-            canceller = asyncio.create_task(cancel_soon())
+            contents: list[bool] = []
+            run.add_tap(cancel_at_the_fifth_chunk)
             await run_agent(agent, "count", name="counter")
-            await canceller
 
         run = await run_program(body)
         events = wire_of(run)
@@ -392,7 +393,7 @@ class TestCancellation:
         assert {"type": "cancelled"} == events[-1]["outcome"]
         error = next(e for e in events if e["type"] == "SUBAGENT_ERROR")
         assert "cancelled" == error["code"]
-        assert 5 < sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events) < 900
+        assert 5 <= sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events) < 1000
 
 
 class TestPackaging:

@@ -156,10 +156,13 @@ class ToolCalls:
         Answer every call left without a result because *exc* ended the agent.
 
         Without a result, a client treats a call as a pending frontend tool call;
-        the result says what happened instead: ``{"error": …, "type": …}``.
+        the result says what happened instead: ``{"error": …, "type": …}`` (for a
+        cancellation, ``{"error": "cancelled", "type": "CancelledError"}``).
         """
-        message = "cancelled" if isinstance(exc, asyncio.CancelledError) else str(exc)
-        content = {"error": message or type(exc).__name__, "type": type(exc).__name__}
+        if isinstance(exc, asyncio.CancelledError | RunCancelledError):
+            content = {"error": "cancelled", "type": "CancelledError"}
+        else:
+            content = {"error": str(exc) or type(exc).__name__, "type": type(exc).__name__}
         for handle in self.unanswered():
             handle.result(json.dumps(content, ensure_ascii=False))
             self._answered.add(handle.id)

@@ -21,16 +21,20 @@ from ambient_runs.testing import assert_valid
 pytestmark = E2E
 
 
-async def abort_mid_run(
-    call: Callable[[], Awaitable[Any]], stopped: asyncio.Event
-) -> list[ar.Event]:
+async def abort_mid_run(call: Callable[[], Awaitable[Any]]) -> list[ar.Event]:
     """Serve an agent that awaits *call*; the client aborts after a few events."""
     seen: list[ar.Event] = []
+    ended = asyncio.Event()
+
+    def watch(event: ar.Event) -> None:
+        seen.append(event)
+        if event.TYPE.value in ("RUN_FINISHED", "RUN_ERROR"):
+            ended.set()
 
     async def agent(run: ar.Run) -> None:
         # RUN_STARTED went out before the tap: restate it, so the stream checks whole.
         seen.append(ar.events.RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
-        run.add_tap(seen.append)
+        run.add_tap(watch)
         await call()
 
     async with serving(AgentApp(agent)) as url:
@@ -44,8 +48,8 @@ async def abort_mid_run(
                     }
                 ],
             )
-        async with asyncio.timeout(5):
-            await stopped.wait()
+        async with asyncio.timeout(10):
+            await ended.wait()
     [run] = result["runs"]
     assert run["aborted"]
     return seen
@@ -58,21 +62,64 @@ async def test_pydantic_ai_agent_stops_when_the_client_aborts() -> None:
 
     from ambient_runs.adapters.pydantic_ai import run_agent
 
-    stopped = asyncio.Event()
+    produced: list[int] = []
 
     async def model(messages: list[Any], info: AgentInfo) -> AsyncIterator[str]:
-        try:
-            for i in range(2000):  # twenty seconds at most
-                yield f"{i} "
-                await asyncio.sleep(0.01)
-        finally:
-            stopped.set()
+        for i in range(2000):  # twenty seconds at most
+            produced.append(i)
+            yield f"{i} "
+            await asyncio.sleep(0.01)
 
     agent = Agent(FunctionModel(stream_function=model))
-    seen = await abort_mid_run(lambda: run_agent(agent, "count", name="counter"), stopped)
+    seen = await abort_mid_run(lambda: run_agent(agent, "count", name="counter"))
+    so_far = len(produced)
+    await asyncio.sleep(0.2)  # twenty chunks' time: the model no longer advances
+
+    assert so_far == len(produced)
 
     assert_valid(seen)
     assert "SUBAGENT_ERROR" == seen[-2].TYPE.value
     assert "cancelled" == seen[-2].code
     assert "cancelled" == seen[-1].outcome.type
     assert sum(e.TYPE.value == "TEXT_MESSAGE_CONTENT" for e in seen) < 1000
+
+
+async def test_openai_agent_stops_when_the_client_aborts() -> None:
+    """A tool is running when the client aborts: it is cancelled; the run ends cancelled."""
+    import os
+
+    os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    from agents import Agent, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from ambient_runs.adapters.openai_agents import run_agent
+
+    stopped = asyncio.Event()
+
+    @function_tool
+    async def slow() -> str:
+        """Takes twenty seconds at most."""
+        try:
+            for i in range(2000):
+                ar.say(f"step {i}")
+                await asyncio.sleep(0.01)
+        finally:
+            stopped.set()
+        return "late"
+
+    agent = Agent(
+        name="slow",
+        model=ScriptedModel(
+            [[function_call("slow", {}, call_id="call_1")], [assistant_message("never")]]
+        ),
+        tools=[slow],
+    )
+    seen = await abort_mid_run(lambda: run_agent(agent, "go", name="slow"))
+
+    assert stopped.is_set()  # the tool was cancelled before the run ended
+
+    assert_valid(seen)
+    assert "SUBAGENT_ERROR" == seen[-2].TYPE.value
+    assert "cancelled" == seen[-2].code
+    assert "cancelled" == seen[-1].outcome.type
+    assert sum(e.TYPE.value == "TEXT_MESSAGE_START" for e in seen) < 1000
