@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -218,6 +219,7 @@ def resume_metadata(
 
 
 _claimed: weakref.WeakKeyDictionary[Run, set[str]] = weakref.WeakKeyDictionary()
+_claims_lock = threading.Lock()
 
 
 def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[ResumeToken]:
@@ -243,7 +245,7 @@ def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[
             tokens.append(ResumeToken(entry, data))
     if not tokens:
         return []
-    with run.pipeline.lock:
+    with _claims_lock:
         claimed = _claimed.setdefault(run, set())
         free = [t for t in tokens if t.entry.interrupt_id not in claimed]
         if not free:
