@@ -59,6 +59,7 @@ from ambient_runs.errors import (
     LeftOpenWarning,
     NoActiveRunError,
     ProtocolError,
+    RelayError,
     ResultWarning,
     RunCancelledError,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "NoActiveRunError",
     "ProtocolError",
     "ReasoningHandle",
+    "RelayError",
     "ResultWarning",
     "Run",
     "RunAgentInput",

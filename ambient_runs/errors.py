@@ -11,6 +11,7 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
     ├── ProtocolError (ValueError)          an event that breaks AG-UI 1.0 sequencing
     ├── NoActiveRunError (LookupError)      an emitter called outside any run
     ├── HandleClosedError (RuntimeError)    a continuation on a handle already ended
+    ├── RelayError (RuntimeError)           a relayed agent's run failed, or its stream broke
     └── RunCancelledError (RuntimeError)    raised by Run.check_cancelled() once cancelled
 
     AmbientRunsWarning (UserWarning)
@@ -34,6 +35,7 @@ __all__ = (
     "LeftOpenWarning",
     "NoActiveRunError",
     "ProtocolError",
+    "RelayError",
     "ResultWarning",
     "RunCancelledError",
 )
@@ -114,6 +116,38 @@ class HandleClosedError(AmbientRunsError, RuntimeError):
 
     .. versionadded:: 0.1.0
     """
+
+
+class RelayError(AmbientRunsError, RuntimeError):
+    """
+    The agent `ambient_runs.relay` replayed did not finish: its run failed or its stream broke.
+
+    The relayed subagent has already ended with ``SUBAGENT_ERROR`` (same message
+    and *code*), and the run goes on: catch the error around ``relay()`` to
+    recover, or let it propagate to fail the run.
+
+    Attributes:
+        name: The relayed subagent's name.
+        subagent_run_id: Its invocation id.
+        code: The relayed ``RUN_ERROR``'s code, or ours: ``truncated`` (the stream
+            ended without a terminal event), ``invalid_stream`` (an event that is
+            not valid AG-UI 1.0), ``cancelled`` (the relayed run was cancelled).
+        reason: The relayed error message, or what was wrong with the stream.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, name: str, subagent_run_id: str, reason: str, code: str | None) -> None:
+        self.name = name
+        self.subagent_run_id = subagent_run_id
+        self.reason = reason
+        self.code = code
+        shown = f" (code {code!r})" if code else ""
+        super().__init__(
+            f"relayed agent {name!r} ({subagent_run_id}) failed{shown}: {reason}. Its subagent "
+            "ended with SUBAGENT_ERROR and the run goes on: catch RelayError around relay() to "
+            "recover, or let it propagate to fail the run."
+        )
 
 
 class RunCancelledError(AmbientRunsError, RuntimeError):
