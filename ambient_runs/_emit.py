@@ -183,9 +183,13 @@ def subagent_with(started: ev.SubagentStartedEvent) -> Subagent:
     return Subagent.from_started(started)
 
 
-def emit(event: ev.BaseEvent) -> None:
+def emit(event: object) -> None:
     """
     Emit *event* as is (transformed and verified like any other).
+
+    *event* is an `ambient_runs` event, an official ``ag_ui.core`` event object
+    (read through its ``model_dump``; nothing of ``ag_ui`` is imported) or a wire
+    dict.
 
     An attributable event without ``subagent_run_id`` is attributed to the
     ambient subagent.

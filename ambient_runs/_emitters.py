@@ -15,6 +15,7 @@ import attrs
 
 from ambient_runs import events as ev
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
+from ambient_runs._foreign import coerce_event
 
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
@@ -96,9 +97,12 @@ class ContentEmitters:
         """
         return self._emit_frame().owner
 
-    def emit(self, event: ev.BaseEvent) -> None:
+    def emit(self, event: object) -> None:
         """
         Emit *event* as is: transformed and verified like any other.
+
+        *event* is an `ambient_runs` event, an official ``ag_ui.core`` event or a
+        wire dict (see `ambient_runs._foreign.coerce_event`).
 
         An attributable event without a ``subagent_run_id`` is attributed to this
         scope; one that carries its own keeps it.
@@ -166,8 +170,9 @@ def message_in(
     return handle
 
 
-def emit_in(frame: Frame, event: ev.BaseEvent) -> None:
+def emit_in(frame: Frame, raw: object) -> None:
     """Emit a raw event in *frame*, attributing it when it is untagged."""
+    event = coerce_event(raw)  # ours as is; an official ag_ui.core event or a wire dict, read
     owner = frame.owner
     if owner is not None and type(event) in ev.ATTRIBUTABLE and event.subagent_run_id is None:  # type: ignore[attr-defined]
         event = attrs.evolve(cast(Any, event), subagent_run_id=owner)
