@@ -42,6 +42,7 @@ from ambient_runs._emit import (
     use,
 )
 from ambient_runs._outcomes import Interrupted
+from ambient_runs._relay import relay, relay_messages, relay_resume
 from ambient_runs._run import EventLog, Run, current_run
 from ambient_runs._step import Step
 from ambient_runs._stream import EventStream, StreamStatistics, stream
@@ -110,6 +111,9 @@ __all__ = [
     "message",
     "publish_state",
     "reasoning",
+    "relay",
+    "relay_messages",
+    "relay_resume",
     "run_in_executor",
     "say",
     "set_state",
