@@ -1,0 +1,223 @@
+"""
+A remote AG-UI endpoint, as an attributed subagent: ``await relay(url, input, name="remote")``.
+
+Install with ``pip install 'ambient-runs[http]'`` (httpx).
+
+`relay` POSTs a ``RunAgentInput`` to *url* (``Accept: text/event-stream``, the
+body as `ambient_runs.encode_json` writes it), parses the SSE response as it
+arrives and replays it through `ambient_runs.relay`: one subagent called
+*name*, every remote id namespaced under it, the remote ``RUN_FINISHED.result``
+returned. Agents as tools across services, with nothing but HTTP between them.
+
+=========================================  ==========================================
+what happens                               what the subagent does
+=========================================  ==========================================
+the remote run finishes                    ``SUBAGENT_FINISHED`` with its result
+the remote run fails (``RUN_ERROR``)       ``SUBAGENT_ERROR``, `RelayError` raised
+the remote pauses on interrupts            suspended; `Interrupted` raised (the run
+                                           ends with an interrupt outcome)
+an HTTP error status (4xx, 5xx)            ``SUBAGENT_ERROR`` code ``http_<status>``
+                                           (the body's first 64 KiB in the message)
+the endpoint cannot be reached             ``SUBAGENT_ERROR`` code ``unreachable``
+the connection breaks, or the stream ends  ``SUBAGENT_ERROR`` code ``truncated``
+without a terminal event
+a response that is not an event stream     ``SUBAGENT_ERROR`` code ``invalid_stream``
+=========================================  ==========================================
+
+**Cancellation, both ways.** When the caller is cancelled (the client of *this*
+run went away, or a task was cancelled) or the run is cancelled cooperatively
+(`Run.cancel`), the HTTP response is closed: the remote server sees its client
+disconnect and cancels its run (an `ambient_runs.asgi.AgentApp` does at once).
+The subagent ends with code ``cancelled`` and, for `Run.cancel`, `RunCancelledError`
+propagates, so the run finishes with a ``cancelled`` outcome. A remote that
+cancels its own run (a ``cancelled`` outcome) fails the subagent with code
+``cancelled`` and `RelayError`.
+
+**Resuming.** When the ambient run resumes interrupts this relay raised, the
+remote gets its own answers: ``input.resume`` is filled with the entries of
+`ambient_runs.relay_resume` (ids restored) unless the input already has some,
+the remote's part of the conversation (`ambient_runs.relay_messages`) is added
+to ``input.messages``, and the invocation continues under its old subagent id.
+``input.parentRunId`` names the calling run unless given.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    msg = (
+        "ambient_runs.adapters.http needs httpx, which is not installed: "
+        "pip install 'ambient-runs[http]'"
+    )
+    raise ImportError(msg, name="httpx") from exc
+
+import attrs
+
+import ambient_runs as ar
+from ambient_runs import Run, RunAgentInput, RunCancelledError
+
+__all__ = ("DEFAULT_TIMEOUT", "relay")
+
+DEFAULT_TIMEOUT = httpx.Timeout(10.0, read=300.0)
+"""
+10 s to connect, write and get a connection; 300 s of silence while reading.
+
+An agent that thinks longer between two events than the read timeout should
+send keep-alive comments (`ambient_runs.asgi.AgentApp` ``keep_alive=``).
+
+.. versionadded:: 0.1.0
+"""
+
+#: How much of an error response's body the subagent's error message quotes.
+_ERROR_BODY = 64 * 1024
+
+
+async def relay(
+    url: str,
+    input: RunAgentInput | Mapping[str, Any],
+    *,
+    name: str,
+    headers: Mapping[str, str] | None = None,
+    description: str | None = None,
+    client: httpx.AsyncClient | None = None,
+    timeouts: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
+) -> Any:
+    """
+    Run the agent at *url* on *input* and relay its stream as a subagent called *name*.
+
+    Args:
+        url: The AG-UI endpoint (a POST route answering ``text/event-stream``).
+        input: The remote run's ``RunAgentInput`` (or its wire form): its own
+            ``threadId`` and ``runId``, the messages it should see.
+        name: The subagent's name.
+        headers: Extra request headers (authentication, tracing).
+        description: The subagent's description, for display.
+        client: An ``httpx.AsyncClient`` to send through (connection pooling,
+            transports, proxies); a new one per call by default.
+        timeouts: The request's timeouts, as httpx takes them (see `DEFAULT_TIMEOUT`).
+
+    Returns:
+        The remote ``RUN_FINISHED.result`` (None without one).
+
+    Raises:
+        RelayError: The remote run failed, or the request or its stream did
+            (``http_<status>``, ``unreachable``, ``truncated``,
+            ``invalid_stream``); the subagent has ended with ``SUBAGENT_ERROR``
+            and the run goes on.
+        Interrupted: The remote run paused on interrupts.
+        RunCancelledError: The run was cancelled (`Run.cancel`) meanwhile.
+        NoActiveRunError: No run is ambient.
+        InvalidInputError: *input* is a dict that is not a ``RunAgentInput``.
+
+    .. versionadded:: 0.1.0
+    """
+    run = ar.current_run()
+    remote = input if isinstance(input, RunAgentInput) else RunAgentInput.from_wire(input)
+    remote = _resumed(remote, name, run)
+    request_headers = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        **(headers or {}),
+    }
+    body = ar.encode_json(remote)
+    stream = _stream(client, url, body, request_headers, timeouts, run)
+    return await ar.relay(stream, name=name, description=description)
+
+
+def _resumed(remote: RunAgentInput, name: str, run: Run) -> RunAgentInput:
+    """*remote* with what a resumed invocation needs: its answers, its history, its parent."""
+    changes: dict[str, Any] = {}
+    if remote.parent_run_id is None:
+        changes["parent_run_id"] = run.run_id
+    answers = ar.relay_resume(name)
+    if answers and not remote.resume:
+        changes["resume"] = answers
+    history = ar.relay_messages(name)
+    if history:
+        known = {m.id for m in remote.messages}
+        changes["messages"] = (*remote.messages, *(m for m in history if m.id not in known))
+    return attrs.evolve(remote, **changes) if changes else remote
+
+
+def _run_error(message: str, code: str) -> dict[str, Any]:
+    return {"type": "RUN_ERROR", "message": message, "code": code}
+
+
+async def _stream(
+    client: httpx.AsyncClient | None,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeouts: httpx.Timeout | float | None,
+    run: Run,
+) -> AsyncIterator[Any]:
+    """The response's bytes as they arrive; failures as a RUN_ERROR the relay reports."""
+    owned = client is None
+    http = httpx.AsyncClient(timeout=timeouts) if client is None else client
+    watcher: asyncio.Task[None] | None = None
+    responded = False
+    try:
+        try:
+            async with http.stream(
+                "POST", url, content=body, headers=headers, timeout=timeouts
+            ) as response:
+                responded = True
+                watcher = asyncio.create_task(_close_when_cancelled(run, response))
+                if response.status_code >= 300:
+                    text = await _some_of(response)
+                    yield _run_error(
+                        f"HTTP {response.status_code} from {url}: {text}",
+                        f"http_{response.status_code}",
+                    )
+                    return
+                kind = response.headers.get("content-type", "")
+                if kind.split(";")[0].strip().lower() != "text/event-stream":
+                    yield _run_error(
+                        f"{url} answered {kind or 'no content type'}, not text/event-stream",
+                        "invalid_stream",
+                    )
+                    return
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            if run.is_cancelled:
+                raise _cancelled(run) from None
+            what = str(exc) or type(exc).__name__
+            if not responded:
+                yield _run_error(f"cannot reach {url}: {what}", "unreachable")
+            else:
+                yield _run_error(f"the connection to {url} broke: {what}", "truncated")
+            return
+        if run.is_cancelled:
+            raise _cancelled(run)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        if owned:
+            await asyncio.shield(http.aclose())
+
+
+def _cancelled(run: Run) -> RunCancelledError:
+    return RunCancelledError(f"run {run.run_id!r} was cancelled")
+
+
+async def _close_when_cancelled(run: Run, response: httpx.Response) -> None:
+    """Close *response* once the run is cancelled: the remote sees its client go."""
+    await run.cancelled()
+    await response.aclose()
+
+
+async def _some_of(response: httpx.Response) -> str:
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) >= _ERROR_BODY:
+            break
+    return bytes(data[:_ERROR_BODY]).decode("utf-8", "replace").strip() or "(no body)"
