@@ -449,3 +449,38 @@ class TestPackaging:
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         )
         assert "pip install 'ambient-runs[openai-agents]'" in out.stdout
+
+
+class TestHostileResume:
+    async def test_a_forged_state_fails_the_run_with_a_named_error(self) -> None:
+        """Metadata that claims to be ours but holds no RunState: InvalidInputError, RUN_ERROR."""
+        from ambient_runs.adapters._common import prompt_key
+
+        token = {
+            "adapter": "openai-agents",
+            "name": "desk",
+            "prompt": prompt_key("first"),
+            "subagentRunId": "r1-sub-1",
+            "call": "call_2",
+            "toolCallId": "r1-tool-3",
+            "chain": [],
+            "state": {"not": "a state"},
+        }
+        resume = [
+            {
+                "interruptId": "r1-int-1",
+                "status": "resolved",
+                "metadata": {"ambient_runs": {"resume": token}},
+            }
+        ]
+        run_input = {"threadId": "thread", "runId": "r2", "messages": [], "resume": resume}
+
+        with pytest.raises(ar.InvalidInputError) as info:
+            async with ar.Run(run_input) as run:
+                await run_agent(openai_approver("one"), "first", name="desk")
+        events = wire_of(run)
+        client_accepts(events)
+
+        assert "resume[0].metadata.ambient_runs.resume: state" in str(info.value)
+        assert "InvalidInputError" == events[-1]["code"]
+        assert {} == started(events)

@@ -30,7 +30,7 @@ import ambient_runs as ar
 from ambient_runs import Run, ToolCallHandle, current_run
 from ambient_runs import events as ev
 from ambient_runs._wire import json_form
-from ambient_runs.errors import RunCancelledError
+from ambient_runs.errors import InvalidInputError, RunCancelledError
 
 __all__ = (
     "ResumeToken",
@@ -188,11 +188,31 @@ class ResumeToken:
     client's answer.
     """
 
-    __slots__ = ("data", "entry")
+    __slots__ = ("data", "entry", "index")
 
-    def __init__(self, entry: ev.ResumeEntry, data: dict[str, Any]) -> None:
+    def __init__(self, entry: ev.ResumeEntry, data: dict[str, Any], index: int = 0) -> None:
         self.entry = entry
         self.data = data
+        #: Where the entry is in the run's ``resume``.
+        self.index = index
+
+    def text(self, key: str) -> str:
+        """The string *key* of the token, or `InvalidInputError` naming the entry."""
+        value = self.data.get(key)
+        if not isinstance(value, str):
+            problem = f"{key} must be a string, got {type(value).__name__}"
+            raise self.error(problem)
+        return value
+
+    def error(self, problem: str) -> InvalidInputError:
+        """The error for a token that cannot be continued from: *problem*, and the fix."""
+        return InvalidInputError(
+            "a resume entry the agent cannot continue from",
+            [
+                f"resume[{self.index}].metadata.{METADATA_KEY}.resume: {problem} "
+                "(send the interrupt's metadata back unchanged)"
+            ],
+        )
 
     @property
     def subagent_run_id(self) -> str | None:
@@ -232,7 +252,7 @@ def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[
     their ids.
     """
     tokens: list[ResumeToken] = []
-    for entry in run.resume:
+    for index, entry in enumerate(run.resume):
         meta = entry.metadata or {}
         ours = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
         data = ours.get("resume") if isinstance(ours, dict) else None
@@ -242,7 +262,7 @@ def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[
             and data.get("name") == name
             and data.get("prompt") == prompt
         ):
-            tokens.append(ResumeToken(entry, data))
+            tokens.append(ResumeToken(entry, data, index))
     if not tokens:
         return []
     with _claims_lock:

@@ -158,6 +158,8 @@ async def run_agent(
     Raises:
         Interrupted: Tool calls wait for approval (one `Interrupt` each; see the
             module docstring for the resume).
+        InvalidInputError: A resume entry meant for this call carries metadata
+            it cannot continue from (not what the interrupt sent).
         NoActiveRunError: No run is ambient.
         RunCancelledError: The run was cancelled (`Run.cancel`) while the agent ran.
 
@@ -172,13 +174,14 @@ async def run_agent(
     tokens = claim_resume(run, ADAPTER, name, key)
     root_id = tokens[0].subagent_run_id if tokens else None
     start_input: Any = input
+    calls = ToolCalls(_known_calls(tokens))
     if tokens:
         start_input = await _restored_state(agent, tokens)
 
     root: Subagent | None = None
     if name is not None:
         root = ar.subagent(name, id=root_id).start()
-    session = _Session(run, root, agent, ToolCalls(_known_calls(tokens)))
+    session = _Session(run, root, agent, calls)
     try:
         if tokens:
             session.reopen(tokens[0].data.get("chain") or [])
@@ -567,13 +570,21 @@ def _message_text(raw: Any) -> str:
 
 
 def _known_calls(tokens: list[ResumeToken]) -> dict[str, str]:
-    return {str(t.data.get("call")): str(t.data.get("toolCallId")) for t in tokens}
+    return {t.text("call"): t.text("toolCallId") for t in tokens}
 
 
 async def _restored_state(agent: Any, tokens: list[ResumeToken]) -> Any:
     """The ``RunState`` the interrupts carried, with every approval answered."""
-    state = await RunState.from_json(agent, tokens[0].data["state"])
-    answers = {str(t.data.get("call")): t.entry for t in tokens}
+    answers = {t.text("call"): t.entry for t in tokens}
+    data = tokens[0].data.get("state")
+    if not isinstance(data, dict):
+        problem = f"state must be an object, got {type(data).__name__}"
+        raise tokens[0].error(problem)
+    try:
+        state = await RunState.from_json(agent, data)
+    except Exception as exc:
+        problem = f"state is not an Agents SDK RunState of this agent ({exc})"
+        raise tokens[0].error(problem) from exc
     for item in state.get_interruptions():
         raw = getattr(item, "raw_item", None)
         call_id = str(_field(raw, "call_id") or _field(raw, "id") or "")

@@ -150,6 +150,8 @@ async def run_agent(
     Raises:
         Interrupted: The agent paused on deferred calls or approvals (one
             `Interrupt` each; see the module docstring for the resume).
+        InvalidInputError: A resume entry meant for this call carries metadata
+            it cannot continue from (not what the interrupt sent).
         NoActiveRunError: No run is ambient.
         RunCancelledError: The run was cancelled (`Run.cancel`) while the agent ran.
 
@@ -171,7 +173,7 @@ async def run_agent(
         output_type = getattr(agent, "output_type", str)
         if not _includes_deferred(output_type):
             run_kwargs["output_type"] = [output_type, DeferredToolRequests]
-    known = {str(t.data["call"]): str(t.data["toolCallId"]) for t in tokens}
+    known = {t.text("call"): t.text("toolCallId") for t in tokens}
 
     async with AsyncExitStack() as stack:
         scope = None
@@ -393,7 +395,8 @@ def _resume_kwargs(tokens: list[ResumeToken], run_kwargs: dict[str, Any]) -> Non
     """Fill *run_kwargs* with the history and ``deferred_tool_results`` the answers make."""
     results = DeferredToolResults()
     for token in tokens:
-        foreign = str(token.data["call"])
+        foreign = token.text("call")
+        token.text("toolCallId")
         entry = token.entry
         if token.data.get("kind") == "approval":
             results.approvals[foreign] = _approval(entry)
@@ -402,8 +405,12 @@ def _resume_kwargs(tokens: list[ResumeToken], run_kwargs: dict[str, Any]) -> Non
         else:
             results.calls[foreign] = entry.payload
     if "message_history" not in run_kwargs:
-        history = tokens[0].data.get("history") or []
-        run_kwargs["message_history"] = _pm.ModelMessagesTypeAdapter.validate_python(history)
+        try:
+            history = _pm.ModelMessagesTypeAdapter.validate_python(tokens[0].data.get("history"))
+        except Exception as exc:
+            problem = f"history is not a pydantic-ai message history ({exc})"
+            raise tokens[0].error(problem) from exc
+        run_kwargs["message_history"] = history
     run_kwargs["deferred_tool_results"] = results
 
 
