@@ -27,6 +27,7 @@ __all__ = (
     "code_of",
     "interrupts_of",
     "is_cancellation",
+    "register_suspending",
     "result_form",
     "safely",
 )
@@ -92,10 +93,32 @@ def code_of(exc: BaseException) -> str:
     return code if isinstance(code, str) else type(exc).__name__
 
 
+#: A framework's own pause exceptions, read as interrupts (`register_suspending`).
+_SUSPENDING: dict[type[BaseException], Callable[[BaseException], tuple[ev.Interrupt, ...]]] = {}
+
+
+def register_suspending(
+    kind: type[BaseException], read: Callable[[BaseException], tuple[ev.Interrupt, ...]]
+) -> None:
+    """
+    Make *kind* pause a scope as `Interrupted` does, on the interrupts ``read(exc)`` returns.
+
+    For adapters whose framework pauses by raising its own exception through user
+    code (LangGraph's ``GraphInterrupt``): a decorated subagent it leaves ends
+    ``suspended`` instead of failing. *read* returning no interrupts leaves the
+    exception an error.
+    """
+    _SUSPENDING[kind] = read
+
+
 def interrupts_of(exc: BaseException) -> tuple[ev.Interrupt, ...] | None:
     """The interrupts *exc* carries, if it is `Interrupted` or a group of only those."""
     if isinstance(exc, Interrupted):
         return exc.interrupts
+    if _SUSPENDING:
+        for kind, read in _SUSPENDING.items():
+            if isinstance(exc, kind):
+                return read(exc) or None
     if isinstance(exc, BaseExceptionGroup):
         found: list[ev.Interrupt] = []
         for sub in exc.exceptions:
