@@ -58,6 +58,11 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"n_events": 1_000_000},
         {"n_events": 100_000},
     ),
+    "otel": (
+        "benchmarks.bench_otel",
+        {"n_calls": 500, "n_events": 20000, "rounds": 40},
+        {"n_calls": 100, "n_events": 300, "rounds": 3},
+    ),
     "http": (
         "benchmarks.bench_http",
         {"n_events": 20_000, "rounds": 6},

@@ -28,6 +28,7 @@ TINY: dict[str, dict[str, Any]] = {
     },
     "memory": {"n_events": 3000},
     "http": {"n_events": 30, "rounds": 1},
+    "otel": {"n_calls": 10, "n_events": 20, "rounds": 2},
 }
 
 

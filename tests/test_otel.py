@@ -643,6 +643,28 @@ async def test_run_attributes_name_the_run_span(traced: Traced) -> None:
     assert "acme" == (span.attributes or {})["tenant"]
 
 
+async def test_a_failing_run_attributes_still_traces_the_run(
+    traced: Traced, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broken run_attributes callback is logged; the run span and its tree are intact."""
+
+    def broken(run: ar.Run) -> dict[str, str]:
+        raise KeyError("tenant")
+
+    AmbientRunsInstrumentor().uninstrument()
+    AmbientRunsInstrumentor().instrument(tracer_provider=traced.provider, run_attributes=broken)
+    with caplog.at_level(logging.WARNING, logger="ambient_runs"):
+        async with ar.Run(make_input(run_id="r")) as run:
+            with ar.subagent("worker"):
+                pass
+    assert ["run_attributes failed; the run span has none of its own"] == [
+        r.getMessage() for r in caplog.records
+    ]
+    assert {"r-sub-1": None} == span_tree(traced.spans(), "r")
+    assert run.events[0].metadata is not None
+    traced.check_closed()
+
+
 def test_a_run_that_never_finishes_ends_its_spans_when_collected(traced: Traced) -> None:
     """A run dropped without a terminal event: its spans end, as errors, at collection."""
     run = ar.Run(make_input(run_id="r"))

@@ -229,6 +229,7 @@ class _RunTrace:
         "__weakref__",
         "agents",
         "attributes",
+        "contexts",
         "finalizer",
         "run",
         "span",
@@ -251,6 +252,8 @@ class _RunTrace:
         self.steps: dict[tuple[str | None, str], list[Span]] = {}
         #: Open tool calls: toolCallId -> (owner, span).
         self.tools: dict[str, tuple[str | None, Span]] = {}
+        #: The context a child of an owner's span starts in, made once per owner (None: run).
+        self.contexts: dict[str | None, Any] = {}
         self.thread_id: str | None = None
         self.finalizer: Any = None
 
@@ -268,7 +271,12 @@ class _RunTrace:
         if event.parent_run_id is not None:
             attributes["ambient_runs.parent_run_id"] = event.parent_run_id
         if self.attributes is not None and run is not None:
-            attributes.update(self.attributes(run) or {})
+            try:
+                attributes.update(self.attributes(run) or {})
+            except Exception:
+                _log.warning(
+                    "run_attributes failed; the run span has none of its own", exc_info=True
+                )
         name = attributes.get("gen_ai.agent.name")
         self.span = self.tracer.start_span(
             f"{_INVOKE_AGENT} {name}" if isinstance(name, str) and name else _INVOKE_AGENT,
@@ -339,10 +347,19 @@ class _RunTrace:
 
     def parent_of(self, owner: str | None) -> Any:
         """The OTel context for a child of *owner*'s span (the run's when it has none open)."""
-        span = self.agents.get(owner) if owner is not None else None
-        if span is None:
-            span = self.span
-        return trace.set_span_in_context(span) if span is not None else otel_context.Context()
+        contexts = self.contexts
+        found = contexts.get(owner)
+        if found is None:
+            span = self.agents.get(owner) if owner is not None else None
+            if span is None:
+                owner, span = None, self.span
+                found = contexts.get(None)
+            if found is None:
+                found = (
+                    trace.set_span_in_context(span) if span is not None else otel_context.Context()
+                )
+                contexts[owner] = found
+        return found
 
     def on_subagent_started(self, event: ev.SubagentStartedEvent) -> None:
         sid, name = event.subagent_run_id, event.name
@@ -371,6 +388,7 @@ class _RunTrace:
 
     def close_owned(self, owner: str) -> None:
         """End what *owner* left open: its tool calls without a result, any step."""
+        self.contexts.pop(owner, None)
         for call_id in [c for c, (o, _) in self.tools.items() if o == owner]:
             _end(self.tools.pop(call_id)[1], {"ambient_runs.tool_call.result": False})
         for key in [k for k in self.steps if k[0] == owner]:
@@ -476,8 +494,8 @@ class _RunTrace:
         """The span of a frame's scope: its step's, else its owner's, else the run's."""
         if step is not None:
             spans = self.steps.get((owner, step))
-            if spans:
-                return spans[-1]
+            with contextlib.suppress(IndexError, TypeError):  # it may end meanwhile, elsewhere
+                return spans[-1]  # type: ignore[index]
         if owner is not None:
             span = self.agents.get(owner)
             if span is not None:
