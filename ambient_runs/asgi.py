@@ -46,10 +46,12 @@ import attrs
 
 from ambient_runs import events as ev
 from ambient_runs import sse
+from ambient_runs._detached import Detached, route
 from ambient_runs._run import Run
 from ambient_runs._stream import Agent, EventStream, _check_agent, _running_loop, stream
 from ambient_runs._wire import problem_count
 from ambient_runs.errors import InvalidInputError, InvalidJSONError
+from ambient_runs.stores import RunStore
 
 __all__ = ("AgentApp", "Headers", "Request")
 
@@ -238,6 +240,16 @@ class AgentApp:
         allow_credentials: Let browsers send cookies and ``Authorization``
             cross-origin (``Access-Control-Allow-Credentials: true``); the
             origin is then echoed, never ``*``.
+        store: A `ambient_runs.stores.RunStore` (`MemoryStore`, `RedisStore`) to
+            run *detached*: a run outlives its request, every event is logged
+            before it is sent, every frame carries an ``id:``, and
+            ``GET …/threads/{threadId}/runs/{runId}`` resumes (``Last-Event-ID``
+            or ``?after=``) or joins it, ``POST …/cancel`` cancels it, from any
+            worker sharing the store (see ``ambient_runs._detached``). None (the
+            default): a disconnect cancels the run, as before.
+        lease: With *store*, the seconds this worker's lease on a run lasts
+            (renewed every third of it); when a worker dies, its runs end with
+            ``RUN_ERROR`` code ``worker_lost`` this long after.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
             *transformers*, *verify*, *state*, *echo_input*). A *state* is
             deep-copied for each run, so runs never share one object.
@@ -251,7 +263,7 @@ class AgentApp:
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
-       plain agents; `Run.request`.
+       plain agents; `Run.request`; *store* and *lease* (detached runs).
     """
 
     def __init__(
@@ -264,6 +276,8 @@ class AgentApp:
         keep_alive: float | None = None,
         allow_origins: Iterable[str] = (),
         allow_credentials: bool = False,
+        store: RunStore | None = None,
+        lease: float = 10.0,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
@@ -301,6 +315,10 @@ class AgentApp:
         self.allow_origins = origins
         self.allow_credentials = allow_credentials
         self.run_options = run_options
+        self.store = store
+        self._detached = (
+            None if store is None else Detached(store, lease=lease, keep_alive=keep_alive)
+        )
 
     def __repr__(self) -> str:
         name = getattr(self.agent, "__qualname__", None) or repr(self.agent)
@@ -320,7 +338,8 @@ class AgentApp:
         if kind == "http":
             await self._http(scope, receive, send)
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            detached = self._detached
+            await _lifespan(receive, send, None if detached is None else detached.aclose)
         elif kind == "websocket":
             await send({"type": "websocket.close", "code": 1003})  # unsupported: HTTP 403
         else:
@@ -337,6 +356,13 @@ class AgentApp:
         method = request.method
         if method == "OPTIONS" and "access-control-request-method" in headers:
             await self._preflight(send, headers, cors)
+            return
+        where = None if self._detached is None else route(scope)
+        if where is not None:
+            assert self._detached is not None
+            await self._detached.handle(
+                method, where, headers, request.query, receive, send, cors, self._reject
+            )
             return
         if method != "POST":
             detail = f"{method} is not allowed; POST a JSON RunAgentInput"
@@ -377,6 +403,9 @@ class AgentApp:
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
         events = stream(self.agent, input, request=request, **options)
+        if self._detached is not None:
+            await self._detached.start(events, receive, send, cors, self._reject)
+            return
         await _respond(events, receive, send, self.keep_alive, cors)
 
     async def _read_body(self, length: str | None, receive: _Receive) -> bytes | None:
@@ -560,8 +589,10 @@ async def _until_disconnect(receive: _Receive) -> None:
         pass
 
 
-async def _lifespan(receive: _Receive, send: _Send) -> None:
-    """Answer the lifespan protocol: there is nothing to start or stop."""
+async def _lifespan(
+    receive: _Receive, send: _Send, shutdown: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """Answer the lifespan protocol; on shutdown, await *shutdown* (detached runs end)."""
     message = await receive()
     if message["type"] == "lifespan.startup":
         try:
@@ -572,4 +603,6 @@ async def _lifespan(receive: _Receive, send: _Send) -> None:
         await send({"type": "lifespan.startup.complete"})
         message = await receive()
     if message["type"] == "lifespan.shutdown":
+        if shutdown is not None:
+            await shutdown()
         await send({"type": "lifespan.shutdown.complete"})

@@ -64,6 +64,28 @@ def encode(obj: ev.BaseEvent) -> bytes:
     return b"data: " + encode_json(obj) + b"\n\n"
 
 
+def frame(data: bytes, *, id: int | str | None = None) -> bytes:
+    """
+    Return an SSE frame for event JSON already encoded (`ambient_runs.encode_json`'s).
+
+    With *id*, the frame starts with an ``id:`` line, which a browser's
+    ``EventSource`` (and a resuming client) sends back as ``Last-Event-ID``;
+    clients that do not resume ignore it.
+
+    Raises:
+        ValueError: *id* holds a line break or NUL, which SSE cannot carry.
+
+    .. versionadded:: 0.2.0
+    """
+    if id is None:
+        return b"data: " + data + b"\n\n"
+    text = str(id)
+    if "\n" in text or "\r" in text or "\0" in text:
+        msg = f"an SSE id cannot hold a line break or NUL: {text!r}"
+        raise ValueError(msg)
+    return b"id: " + text.encode() + b"\ndata: " + data + b"\n\n"
+
+
 def frames(
     events: AsyncIterable[ev.BaseEvent], *, keep_alive: float | None = None
 ) -> AsyncGenerator[bytes, None]:

@@ -256,13 +256,22 @@ async def follow(
 
     .. versionadded:: 0.2.0
     """
+    async for entries in _tail(store, thread_id, run_id, after, poll=poll):
+        for entry in entries:
+            yield entry
+
+
+async def _tail(
+    store: RunStore, thread_id: str, run_id: str, after: int = 0, *, poll: float | None = None
+) -> AsyncIterator[list[Entry]]:
+    """`follow`, a page at a time; an empty page each time *poll* seconds pass with nothing."""
     info = await store.info(thread_id, run_id)
     wait = poll if poll is not None else min(1.0, info.lease / 3)
     while True:
-        page = await store.read(thread_id, run_id, after, wait=wait)
-        for entry in page.entries:
-            yield entry
-            after = entry[0]
+        page = await store.read(thread_id, run_id, after, limit=5000, wait=wait)
+        yield page.entries
+        if page.entries:
+            after = page.entries[-1][0]
         if page.end is not None and after >= page.end:
             return
         if not page.entries:
