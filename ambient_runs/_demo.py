@@ -297,7 +297,20 @@ async def _print_frames(question: str, pace: float, out: TextIO) -> int:
     return 0
 
 
-def _serve(host: str, port: int, pace: float) -> int:
+def _store(url: str | None) -> Any:
+    """The run store of ``--store``: None, a MemoryStore (``memory``) or a RedisStore."""
+    if url is None:
+        return None
+    if url == "memory":
+        from ambient_runs.stores import MemoryStore
+
+        return MemoryStore()
+    from ambient_runs.stores.redis import RedisStore
+
+    return RedisStore(url)
+
+
+def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> int:
     try:
         uvicorn = importlib.import_module("uvicorn")
     except ImportError:
@@ -309,11 +322,23 @@ def _serve(host: str, port: int, pace: float) -> int:
         return 2
     from ambient_runs.asgi import AgentApp
 
+    try:
+        store = _store(store_url)
+    except ImportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(
         f"Serving the demo agent on http://{host}:{port}/ (POST a RunAgentInput; Ctrl-C stops)",
         file=sys.stderr,
     )
-    uvicorn.run(AgentApp(research_agent(pace), keep_alive=15), host=host, port=port)
+    if store is not None:
+        print(
+            f"Runs are detached, logged to {store!r}: GET /threads/<threadId>/runs/<runId> "
+            "resumes (Last-Event-ID) or joins one, POST …/cancel cancels it",
+            file=sys.stderr,
+        )
+    app = AgentApp(research_agent(pace), keep_alive=15, store=store)
+    uvicorn.run(app, host=host, port=port)
     return 0
 
 
@@ -368,6 +393,15 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="with --serve: the port to listen on (default: 8000)",
     )
+    demo.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help=(
+            "with --serve: run detached, logged to a store that other workers can share: "
+            "redis://host:port/db (needs the redis extra) or 'memory' (this process only)"
+        ),
+    )
     demo.set_defaults(fail=demo.error)
     return parser
 
@@ -392,9 +426,15 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         args.fail("--pace must be 0 or more")
     if not args.serve and (args.host is not None or args.port is not None):
         args.fail("--host and --port only apply with --serve")
+    if not args.serve and args.store is not None:
+        args.fail("--store only applies with --serve")
+    if args.store not in (None, "memory") and not args.store.startswith(
+        ("redis://", "rediss://", "unix://")
+    ):
+        args.fail("--store takes redis://host:port/db or 'memory'")
     if args.serve:
         port = 8000 if args.port is None else args.port
-        return _serve(args.host or "127.0.0.1", port, args.pace)
+        return _serve(args.host or "127.0.0.1", port, args.pace, args.store)
     show = _print_frames if args.json else _print_tree
     try:
         return asyncio.run(show(args.question, args.pace, out))

@@ -184,3 +184,33 @@ class TestResearchAgent:
 
         [snapshot] = [e for e in events if isinstance(e, ev.StateSnapshotEvent)]
         assert DEFAULT_QUESTION == snapshot.snapshot["question"]
+
+
+class TestServeDetached:
+    def test_store_serves_the_demo_detached(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--store hands uvicorn an AgentApp with that store: memory, or Redis by URL."""
+        from ambient_runs.stores import MemoryStore
+        from ambient_runs.stores.redis import RedisStore
+
+        calls: list[Any] = []
+        fake = types.ModuleType("uvicorn")
+        fake.run = lambda app, **kwargs: calls.append(app)  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "uvicorn", fake)
+
+        main(["demo", "--serve", "--store", "memory"])
+        main(["demo", "--serve", "--store", "redis://127.0.0.1:1/0"])
+        main(["demo", "--serve"])
+
+        assert [type(app.store) for app in calls] == [MemoryStore, RedisStore, type(None)]
+        assert calls[1].store.url == "redis://127.0.0.1:1/0"
+
+    @pytest.mark.parametrize(
+        "argv", [["demo", "--store", "memory"], ["demo", "--serve", "--store", "postgres://x"]]
+    )
+    def test_store_needs_serve_and_a_store_url(
+        self, argv: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit):
+            main(argv)
+
+        assert "--store" in capsys.readouterr().err

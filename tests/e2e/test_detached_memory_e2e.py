@@ -70,11 +70,16 @@ async def test_a_disconnect_leaves_the_run_going(url: str) -> None:
         replay = await client.get(f"{url}/threads/t/runs/r1", params={"after": "0"})
 
     events = [e for _, e in frames_of(replay.text)]
-    assert events[-1] == {"type": "RUN_FINISHED", "threadId": "t", "runId": "r1",
-                          "result": {"done": True}}
+    assert events[-1] == {
+        "type": "RUN_FINISHED",
+        "threadId": "t",
+        "runId": "r1",
+        "result": {"done": True},
+    }
     assert [i for i, _ in frames_of(replay.text)] == list(range(1, len(events) + 1))
     verdicts = client_verify([[e for _, e in frames_of(whole.text)], events])
-    assert verdicts[0]["ok"] and verdicts[1]["ok"]
+    assert verdicts[0]["ok"], verdicts[0]["error"]
+    assert verdicts[1]["ok"], verdicts[1]["error"]
     assert verdicts[0]["messages"] == verdicts[1]["messages"]
     assert verdicts[0]["state"] == verdicts[1]["state"] == {"n": 30}
 
