@@ -44,9 +44,9 @@ from ambient_runs._emit import (
 from ambient_runs._outcomes import Interrupted
 from ambient_runs._relay import relay, relay_messages, relay_resume
 from ambient_runs._run import EventLog, Run, current_run
-from ambient_runs._step import Step
+from ambient_runs._step import Step, StepSpec
 from ambient_runs._stream import EventStream, StreamStatistics, stream
-from ambient_runs._subagent import Subagent
+from ambient_runs._subagent import Subagent, SubagentSpec
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, to_wire
 from ambient_runs.errors import (
@@ -94,8 +94,10 @@ __all__ = [
     "RunAgentInput",
     "RunCancelledError",
     "Step",
+    "StepSpec",
     "StreamStatistics",
     "Subagent",
+    "SubagentSpec",
     "Thread",
     "ToolCallHandle",
     "__version__",

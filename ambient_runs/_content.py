@@ -46,9 +46,8 @@ class Handle:
     def __init__(self, frame: Frame) -> None:
         pipeline = self._pipeline = frame.pipeline
         self._send = pipeline.send
-        owner = self._owner = frame.owner
-        registry = pipeline.scopes.get(owner)
-        self._registry: Registry = pipeline.root if registry is None else registry
+        self._owner = frame.owner
+        self._registry: Registry = frame.registry
         self._ended = False
 
     @property

@@ -26,7 +26,7 @@ from ambient_runs._emitters import (
 from ambient_runs._scopes import require
 from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
-from ambient_runs._subagent import Subagent
+from ambient_runs._subagent import Subagent, SubagentSpec
 
 __all__ = (
     "activity",
@@ -132,7 +132,8 @@ def activity(
 
 def step(name: str) -> Step:
     """
-    Return a step: a decorator, a context manager, or a handle (`Step.start`).
+    Return a step invocation, not started: a context manager, a handle (`Step.start`),
+    or a decorator (each call of the decorated function runs in a fresh step).
 
     The step belongs to the scope ambient when it starts.
 
@@ -150,7 +151,10 @@ def subagent(
     parent_message_id: str | None = None,
 ) -> Subagent:
     """
-    Return a subagent: a decorator, a context manager and an explicit handle in one.
+    Return a subagent invocation, not started: a context manager and an explicit handle.
+
+    As a decorator it decorates with its frozen `SubagentSpec` (`Subagent.spec`):
+    each call of the decorated function is a fresh invocation.
 
     Args:
         name: The subagent's reusable name, for display.
@@ -180,7 +184,7 @@ def subagent_with(started: ev.SubagentStartedEvent) -> Subagent:
 
     .. versionadded:: 0.1.0
     """
-    return Subagent.from_started(started)
+    return SubagentSpec.from_started(started).invocation()
 
 
 def emit(event: object) -> None:

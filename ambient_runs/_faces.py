@@ -1,9 +1,11 @@
 """
-The faces `Step` and `Subagent` share: ``with``, ``async with`` and decorator.
+The faces `Step` and `Subagent` invocations share: ``with``, ``async with`` and decorator.
 
 A class that mixes in `Faces` provides the lifecycle hooks it names; the faces
-turn them into context-manager and decorator behaviour, so both handle kinds
-enter, re-enter, leave and decorate the same way.
+turn them into context-manager and decorator behaviour, so both invocation
+kinds enter, re-enter, leave and decorate the same way. Decorating goes
+through the invocation's frozen spec: each call of the decorated function runs
+in a fresh invocation of it, never in the one that decorated.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ambient_runs import _scopes
-from ambient_runs._decorators import decorate
 from ambient_runs._outcomes import safely
 
 if TYPE_CHECKING:
@@ -31,21 +32,32 @@ class Faces:
     """
     The context-manager and decorator faces that `Step` and `Subagent` share.
 
-    A scope provides `_begin` (announce it in a parent frame, return the frame
-    to make ambient; warn and return the same frame when already started),
-    `_finish` (end it the way the body ended), `_fresh` (a new scope with the
-    same configuration, for each decorated call), and the two frame hooks below.
+    An invocation provides `_begin` (announce it in a parent frame, return the
+    frame to make ambient; warn and return the same frame when already
+    started), `_finish` (end it the way the body ended), `spec` (its frozen
+    template, which decorates), and the two frame hooks below.
     """
 
     _what: str
-    name: str
-    _depth: int
-    _token: Any
 
     if TYPE_CHECKING:
+        # Slots of each invocation class (mypy would reject them against an empty
+        # __slots__ here, which the runtime needs: a slotted class with two
+        # slotted bases cannot have both lay out instance fields).
+        _depth: int
+        _token: Any
 
         @property
-        def ended(self) -> bool: ...  # each scope class has its own
+        def name(self) -> str: ...
+
+        @property
+        def ended(self) -> bool: ...  # each invocation class has its own
+
+        @property
+        def spec(self) -> Callable[[Any], Any]: ...  # decorates: a fresh invocation per call
+
+    else:
+        __slots__ = ()
 
     def _parent_frame(self) -> Frame:
         """The frame a new scope starts in: a bound one, or the ambient one."""
@@ -59,9 +71,6 @@ class Faces:
         raise NotImplementedError
 
     def _finish(self, exc: BaseException | None, result: Any = None) -> None:
-        raise NotImplementedError
-
-    def _fresh(self) -> Any:
         raise NotImplementedError
 
     def _release(self) -> None:
@@ -112,5 +121,5 @@ class Faces:
     @overload
     def __call__(self, fn: Any) -> Any: ...
     def __call__(self, fn: Any) -> Any:
-        """Decorate *fn*: each call runs inside a fresh scope like this one."""
-        return decorate(fn, self._fresh)
+        """Decorate *fn* with this invocation's `spec`: each call runs in a fresh invocation."""
+        return self.spec(fn)

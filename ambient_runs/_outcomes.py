@@ -30,6 +30,7 @@ __all__ = (
     "register_suspending",
     "result_form",
     "safely",
+    "subagent_ending",
 )
 
 _log = logging.getLogger("ambient_runs")
@@ -128,6 +129,32 @@ def interrupts_of(exc: BaseException) -> tuple[ev.Interrupt, ...] | None:
             found.extend(inner)
         return tuple(found)
     return None
+
+
+def subagent_ending(sid: str, exc: BaseException) -> ev.BaseEvent:
+    """
+    The event that ends subagent invocation *sid* whose body raised *exc*.
+
+    `Interrupted` suspends it (naming the interrupts raised in it); a generator
+    closed early or ``SystemExit``/``KeyboardInterrupt`` finishes it (the
+    latter named in metadata); a cancellation or any other exception fails it,
+    with code ``cancelled`` or `code_of`.
+    """
+    interrupts = interrupts_of(exc)
+    if interrupts is not None:
+        mine = tuple(i.id for i in interrupts if i.subagent_run_id == sid)
+        outcome = ev.SubagentFinishedSuspendedOutcome(interrupt_ids=mine or None)
+        return ev.SubagentFinishedEvent(subagent_run_id=sid, outcome=outcome)
+    if isinstance(exc, GeneratorExit):
+        return ev.SubagentFinishedEvent(subagent_run_id=sid)
+    if isinstance(exc, SystemExit | KeyboardInterrupt):
+        meta = {"ambient_runs": {"exit": type(exc).__name__}}
+        return ev.SubagentFinishedEvent(subagent_run_id=sid, metadata=meta)
+    if is_cancellation(exc):
+        return ev.SubagentErrorEvent(subagent_run_id=sid, message="cancelled", code="cancelled")
+    return ev.SubagentErrorEvent(
+        subagent_run_id=sid, message=str(exc) or type(exc).__name__, code=code_of(exc)
+    )
 
 
 def result_form(result: Any, name: str) -> Any:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from ambient_runs.errors import NoActiveRunError
 
 if TYPE_CHECKING:
-    from ambient_runs._pipeline import Pipeline
+    from ambient_runs._pipeline import Pipeline, Registry
     from ambient_runs._run import Run
     from ambient_runs._subagent import Subagent
 
@@ -62,40 +62,76 @@ class Frame:
     Immutable by convention (slots, no setters); build a new one with
     `with_subagent` or `with_step`. A frame knows the frame it was entered
     from (*parent*) and the handle whose end ends it (*handle*: a subagent or a
-    step; None for the run's root frame), so `leave` can tell a live frame from
-    a dead one. The one mutable bit, *orphaned*, records that the frame's scope
-    was left without its token being reset (out of order, or in another
-    Context): such a frame must never become current again by a later reset.
+    step invocation; None for the run's root frame), so `leave` can tell a live
+    frame from a dead one. The one mutable bit, *orphaned*, records that the
+    frame's scope was left without its token being reset (out of order, or in
+    another Context): such a frame must never become current again by a later
+    reset.
     """
 
-    __slots__ = ("handle", "orphaned", "owner", "parent", "pipeline", "run", "step", "subagent")
+    __slots__ = (
+        "handle",
+        "orphaned",
+        "owner",
+        "parent",
+        "pipeline",
+        "registry",
+        "run",
+        "step",
+        "subagent",
+    )
 
-    def __init__(
-        self,
-        run: Run,
-        subagent: Subagent | None = None,
-        step: str | None = None,
-        parent: Frame | None = None,
-        handle: Any = None,
-    ) -> None:
+    run: Run
+    #: The run's event pipeline (`Run.pipeline`): where this frame's events go.
+    pipeline: Pipeline
+    #: Where handles opened in this frame are registered: its scope's open handles.
+    registry: Registry
+    subagent: Subagent | None
+    #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
+    owner: str | None
+    step: str | None
+    parent: Frame | None
+    handle: Any
+    orphaned: bool
+
+    def __init__(self, run: Run) -> None:
+        """The root frame of *run*: the parent agent, no step."""
         self.run = run
-        #: The run's event pipeline (`Run.pipeline`): where this frame's events go.
-        self.pipeline: Pipeline = run.pipeline if parent is None else parent.pipeline
-        self.subagent = subagent
-        #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
-        self.owner: str | None = None if subagent is None else subagent.id
-        self.step = step
-        self.parent = parent
-        self.handle = handle
+        self.pipeline = run.pipeline
+        self.registry = run.pipeline.root
+        self.subagent = None
+        self.owner = None
+        self.step = None
+        self.parent = None
+        self.handle = None
         self.orphaned = False
 
-    def with_subagent(self, subagent: Subagent) -> Frame:
-        """Return a frame attributed to *subagent*, in the same run and without a step."""
-        return Frame(self.run, subagent, None, self, subagent)
+    def _child(self, handle: Any) -> Frame:
+        child = _new_frame(Frame)
+        child.run = self.run
+        child.pipeline = self.pipeline
+        child.parent = self
+        child.handle = handle
+        child.orphaned = False
+        return child
+
+    def with_subagent(self, subagent: Subagent, registry: Registry) -> Frame:
+        """Return a frame attributed to *subagent* (its open handles: *registry*), no step."""
+        child = self._child(subagent)
+        child.registry = registry
+        child.subagent = subagent
+        child.owner = subagent.id
+        child.step = None
+        return child
 
     def with_step(self, step: str, handle: Any = None) -> Frame:
         """Return this frame with *step* as the current step (*handle*: the `Step`)."""
-        return Frame(self.run, self.subagent, step, parent=self, handle=handle)
+        child = self._child(handle)
+        child.registry = self.registry
+        child.subagent = self.subagent
+        child.owner = self.owner
+        child.step = step
+        return child
 
     @property
     def ended(self) -> bool:
@@ -108,6 +144,8 @@ class Frame:
     def __repr__(self) -> str:
         return f"Frame(run={self.run.run_id!r}, owner={self.owner!r}, step={self.step!r})"
 
+
+_new_frame = object.__new__
 
 _FRAME: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
     "ambient_runs.frame", default=None

@@ -1,22 +1,31 @@
 """
-`Subagent`: one subagent invocation, and `Emitters`, the emitter methods of `Run` and `Subagent`.
+`Subagent`: one subagent invocation; `SubagentSpec`: the template invocations are made from.
 
-`Emitters` adds the two emitters that open scopes (`step`, `subagent`) to the
-content emitters; it lives here because `subagent` returns a `Subagent`, which
-is itself an `Emitters`.
+A `SubagentSpec` is frozen: a name, a description, an optional fixed id and the
+agents-as-tools links, checked once. It is what a decorated function keeps,
+and each call makes a fresh, single-use `Subagent` invocation from it. A
+`Subagent` (what `ambient_runs.subagent` returns, not started yet) carries its
+spec and its own lifecycle: started, ended, its frame and its open handles.
+
+`Emitters`, the emitter methods of `Run` and `Subagent`, lives here too: its
+`subagent` and `step` methods make invocations, and `Subagent` is itself an
+`Emitters`.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
+from ambient_runs._decorators import decorate
 from ambient_runs._emitters import ContentEmitters
 from ambient_runs._faces import Faces
-from ambient_runs._outcomes import code_of, interrupts_of, is_cancellation, result_form
+from ambient_runs._outcomes import result_form, subagent_ending
 from ambient_runs._step import Step
 from ambient_runs._wire import json_form
 from ambient_runs.errors import (
@@ -32,8 +41,10 @@ if TYPE_CHECKING:
     from ambient_runs._pipeline import Pipeline, Registry
     from ambient_runs._scopes import Frame
 
-__all__ = ("Emitters", "Subagent")
+__all__ = ("Emitters", "Subagent", "SubagentSpec")
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _subagent_started = ev.unchecked(
     ev.SubagentStartedEvent,
@@ -45,6 +56,84 @@ _subagent_started = ev.unchecked(
     "parent_message_id",
 )
 _subagent_finished = ev.unchecked(ev.SubagentFinishedEvent, "subagent_run_id", "result")
+
+_OPTIONAL_TEXT = (
+    "description",
+    "id",
+    "parent_tool_call_id",
+    "parent_message_id",
+    "parent_subagent_run_id",
+)
+
+
+@attrs.frozen
+class SubagentSpec:
+    """
+    What a subagent is, apart from any invocation of it: the decorator's template.
+
+    Frozen, and checked once when made, so that each invocation's announcement
+    skips the checks. `invocation` makes a fresh `Subagent` from it; calling
+    the spec on a function decorates it (each call of the function runs in a
+    fresh invocation). ``parent`` binds invocations to a frame (the scope of a
+    `Run` or `Subagent` whose ``subagent()`` method made the spec); None means
+    whatever is ambient when an invocation starts.
+
+    .. versionadded:: 0.1.0
+    """
+
+    name: str
+    description: str | None = None
+    id: str | None = None
+    parent_tool_call_id: str | None = None
+    parent_message_id: str | None = None
+    parent_subagent_run_id: str | None = None
+    parent: Frame | None = attrs.field(default=None, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            msg = f"subagent name must be a string, got {self.name!r}"
+            raise InvalidEventError(msg)
+        for field in _OPTIONAL_TEXT:
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, str):
+                msg = f"subagent {field} must be a string, got {value!r}"
+                raise InvalidEventError(msg)
+
+    @classmethod
+    def from_started(
+        cls, started: ev.SubagentStartedEvent, *, parent: Frame | None = None
+    ) -> SubagentSpec:
+        """
+        The spec of an announcement you built (``subagent_with``).
+
+        An absent ``parent_subagent_run_id`` is filled from the enclosing scope
+        (*parent*, or whatever is ambient when an invocation starts).
+        """
+        return cls(
+            started.name,
+            started.description,
+            started.subagent_run_id,
+            started.parent_tool_call_id,
+            started.parent_message_id,
+            started.parent_subagent_run_id,
+            parent,
+        )
+
+    def invocation(self) -> Subagent:
+        """A fresh invocation of this spec, not started yet."""
+        return Subagent._of(self)
+
+    def start(self) -> Subagent:
+        """Start a fresh invocation (``SUBAGENT_STARTED``) and return it; see `Subagent.start`."""
+        return Subagent._of(self).start()
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
+    @overload
+    def __call__(self, fn: Any) -> Any: ...
+    def __call__(self, fn: Any) -> Any:
+        """Decorate *fn*: each call runs inside a fresh invocation of this spec."""
+        return decorate(fn, self.invocation)
 
 
 class Emitters(ContentEmitters):
@@ -88,17 +177,22 @@ class Emitters(ContentEmitters):
         the agents-as-tools links; an absent ``parent_subagent_run_id`` is filled
         from this scope.
         """
-        return Subagent.from_started(started, parent=self._emit_frame())
+        return SubagentSpec.from_started(started, parent=self._emit_frame()).invocation()
+
+
+_new = object.__new__
 
 
 class Subagent(Faces, Emitters):
     """
     One subagent invocation, and the scope that attributes events to it.
 
-    One object has three faces:
+    `subagent` returns one, not started yet. Single use: it starts once, ends
+    once, and is never entered again after it ended. It has three faces:
 
     - a **decorator**: ``@subagent("researcher")`` on a sync, async, generator or
-      async generator function; every call is a new invocation with a fresh id;
+      async generator function decorates with the invocation's frozen
+      `SubagentSpec` (`spec`); every call is a new invocation with a fresh id;
     - a **context manager**: ``with subagent("researcher") as researcher:`` (or
       ``async with``); everything emitted inside, module-level ``say()`` included,
       carries ``researcher.id``;
@@ -133,21 +227,20 @@ class Subagent(Faces, Emitters):
     .. versionadded:: 0.1.0
     """
 
+    __slots__ = (
+        "__weakref__",
+        "_children",
+        "_depth",
+        "_ended",
+        "_frame",
+        "_id",
+        "_pipeline",
+        "_registry",
+        "_spec",
+        "_started",
+        "_token",
+    )
     _what = "subagent"
-
-    # Set by `_setup` (in one update from *_initial*), then by the lifecycle.
-    description: str | None
-    parent_tool_call_id: str | None
-    parent_message_id: str | None
-    _id: str | None
-    _parent_subagent_run_id: str | None
-    _bound_parent: Frame | None
-    _pipeline: Pipeline | None
-    _frame: Frame | None
-    _registry: Registry | None
-    _started: bool
-    _ended: bool
-    _initial: dict[str, Any]
 
     def __init__(
         self,
@@ -160,83 +253,63 @@ class Subagent(Faces, Emitters):
         parent_subagent_run_id: str | None = None,
         parent: Frame | None = None,
     ) -> None:
-        # Checked once here, so each invocation's announcement can skip the checks.
-        for field, value in (
-            ("name", name),
-            ("description", description),
-            ("id", id),
-            ("parent_tool_call_id", parent_tool_call_id),
-            ("parent_message_id", parent_message_id),
-            ("parent_subagent_run_id", parent_subagent_run_id),
-        ):
-            if not isinstance(value, str) and (value is not None or field == "name"):
-                msg = f"subagent {field} must be a string, got {value!r}"
-                raise InvalidEventError(msg)
         self._setup(
-            name,
-            description,
-            id,
-            parent_tool_call_id,
-            parent_message_id,
-            parent_subagent_run_id,
-            parent,
+            SubagentSpec(
+                name,
+                description,
+                id,
+                parent_tool_call_id,
+                parent_message_id,
+                parent_subagent_run_id,
+                parent,
+            )
         )
 
     @classmethod
-    def from_started(
-        cls, started: ev.SubagentStartedEvent, *, parent: Frame | None = None
-    ) -> Subagent:
-        """
-        Return a subagent from an announcement you built (the seed's ``subagent_with``).
+    def _of(cls, spec: SubagentSpec) -> Subagent:
+        """A fresh invocation of *spec* (checked already: no `__init__`)."""
+        invocation: Subagent = _new(cls)
+        invocation._setup(spec)
+        return invocation
 
-        An absent ``parent_subagent_run_id`` is filled from the enclosing scope
-        (*parent*, or whatever is ambient when it starts).
-
-        .. versionadded:: 0.1.0
-        """
-        return cls(
-            started.name,
-            description=started.description,
-            id=started.subagent_run_id,
-            parent_tool_call_id=started.parent_tool_call_id,
-            parent_message_id=started.parent_message_id,
-            parent_subagent_run_id=started.parent_subagent_run_id,
-            parent=parent,
-        )
-
-    def _setup(
-        self,
-        name: str,
-        description: str | None,
-        id: str | None,
-        parent_tool_call_id: str | None,
-        parent_message_id: str | None,
-        parent_subagent_run_id: str | None,
-        parent: Frame | None,
-    ) -> None:
-        # Everything a new invocation starts with, kept as one dict: `_fresh`
-        # (each decorated call) copies it in a single update.
-        initial: dict[str, Any] = {
-            "name": name,
-            "description": description,
-            "_id": id,
-            "parent_tool_call_id": parent_tool_call_id,
-            "parent_message_id": parent_message_id,
-            "_parent_subagent_run_id": parent_subagent_run_id,
-            "_bound_parent": parent,
-            "_pipeline": None,
-            "_frame": None,
-            "_registry": None,
-            "_started": False,
-            "_ended": False,
-            "_depth": 0,
-            "_token": None,
-        }
-        self.__dict__.update(initial)
-        self._initial = initial
+    def _setup(self, spec: SubagentSpec) -> None:
+        self._spec = spec
+        self._id: str | None = spec.id
+        self._pipeline: Pipeline | None = None
+        self._frame: Frame | None = None
+        self._registry: Registry | None = None
         self._children: Registry = {}
+        self._started = False
+        self._ended = False
+        self._depth = 0
+        self._token: Any = None
 
     # ------------------------------------------------------------------ identity
+
+    @property
+    def spec(self) -> SubagentSpec:
+        """The frozen template this invocation was made from (what decorating keeps)."""
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        """The subagent's reusable name."""
+        return self._spec.name
+
+    @property
+    def description(self) -> str | None:
+        """What the subagent does, for display."""
+        return self._spec.description
+
+    @property
+    def parent_tool_call_id(self) -> str | None:
+        """The tool call that spawned this invocation (agents as tools)."""
+        return self._spec.parent_tool_call_id
+
+    @property
+    def parent_message_id(self) -> str | None:
+        """The message holding that tool call."""
+        return self._spec.parent_message_id
 
     @property
     def id(self) -> str | None:
@@ -255,28 +328,21 @@ class Subagent(Faces, Emitters):
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "open" if self._started else "not started"
-        return f"<Subagent {self.name!r} id={self._id!r} {state}>"
-
-    def _fresh(self) -> Subagent:
-        """A new invocation with this one's configuration (what a decorator call makes)."""
-        fresh = Subagent.__new__(Subagent)  # checked when this one was made: skip __init__
-        fresh.__dict__.update(self._initial)
-        fresh._initial = self._initial
-        fresh._children = {}
-        return fresh
+        return f"<Subagent {self._spec.name!r} id={self._id!r} {state}>"
 
     # ------------------------------------------------------------------ lifecycle
 
     def _begin(self, parent: Frame) -> Frame:
+        spec = self._spec
         if self._started:
             if self._frame is None:  # ended, and its frame released (see `_release`)
                 msg = (
-                    f"subagent {self.name!r} ({self._id}) has ended and cannot be entered again; "
-                    f"use a new subagent({self.name!r}) (or subagent(..., id=...) to resume it)"
+                    f"subagent {spec.name!r} ({self._id}) has ended and cannot be entered again; "
+                    f"use a new subagent({spec.name!r}) (or subagent(..., id=...) to resume it)"
                 )
                 raise HandleClosedError(msg)
             warnings.warn(
-                f"subagent {self.name!r} ({self._id}) was already started; it was not announced again",  # noqa: E501
+                f"subagent {spec.name!r} ({self._id}) was already started; it was not announced again",  # noqa: E501
                 HandleWarning,
                 stacklevel=3,
             )
@@ -286,23 +352,21 @@ class Subagent(Faces, Emitters):
         if sid is None:
             sid = self._id = pipeline.new_subagent_run_id()
         self._started = True
-        frame = self._frame = parent.with_subagent(self)
-        registry = pipeline.scopes.get(parent.owner)
-        if registry is None:
-            registry = pipeline.root
-        self._registry = registry
+        children = self._children
+        frame = self._frame = parent.with_subagent(self, children)
+        registry = self._registry = parent.registry
         announce = _subagent_started(
             sid,
-            self.name,
-            self.description,
-            self._parent_subagent_run_id or parent.owner,
-            self.parent_tool_call_id,
-            self.parent_message_id,
+            spec.name,
+            spec.description,
+            spec.parent_subagent_run_id or parent.owner,
+            spec.parent_tool_call_id,
+            spec.parent_message_id,
         )
         with pipeline.lock:
             pipeline.send(announce)
             registry[id(self)] = self
-            pipeline.scopes.setdefault(sid, self._children)
+            pipeline.scopes.setdefault(sid, children)
         return frame
 
     def start(self) -> Self:
@@ -315,7 +379,7 @@ class Subagent(Faces, Emitters):
         Raises:
             NoActiveRunError: No run is ambient and the handle is not bound to one.
         """
-        self._begin(self._bound_parent or _scopes.require("subagent"))
+        self._begin(self._spec.parent or _scopes.require("subagent"))
         return self
 
     def _closing(self, *, warn: bool = True) -> Pipeline | None:
@@ -344,8 +408,9 @@ class Subagent(Faces, Emitters):
             pipeline.send(event)
             if self._registry is not None:
                 self._registry.pop(id(self), None)
-            if pipeline.scopes.get(self._id) is children:
-                del pipeline.scopes[self._id]
+            scopes = pipeline.scopes
+            if scopes.get(self._id) is children:
+                del scopes[self._id]
         if not self._depth:  # no `with` block still needs the frame to leave it
             self._release()
 
@@ -416,32 +481,13 @@ class Subagent(Faces, Emitters):
             return
         sid = self._id or ""
         if exc is None:
-            payload = result_form(result, self.name)
+            payload = result_form(result, self._spec.name)
             self._end(_subagent_finished(sid, payload), warn=False)
             return
-        event: ev.BaseEvent
-        interrupts = interrupts_of(exc)
-        if interrupts is not None:
-            mine = tuple(i.id for i in interrupts if i.subagent_run_id == sid)
-            outcome = ev.SubagentFinishedSuspendedOutcome(interrupt_ids=mine or None)
-            event = ev.SubagentFinishedEvent(subagent_run_id=sid, outcome=outcome)
-        elif isinstance(exc, GeneratorExit):
-            event = ev.SubagentFinishedEvent(subagent_run_id=sid)
-        elif isinstance(exc, SystemExit | KeyboardInterrupt):
-            meta = {"ambient_runs": {"exit": type(exc).__name__}}
-            event = ev.SubagentFinishedEvent(subagent_run_id=sid, metadata=meta)
-        elif is_cancellation(exc):
-            event = ev.SubagentErrorEvent(
-                subagent_run_id=sid, message="cancelled", code="cancelled"
-            )
-        else:
-            event = ev.SubagentErrorEvent(
-                subagent_run_id=sid, message=str(exc) or type(exc).__name__, code=code_of(exc)
-            )
-        self._end(event, quietly=True, warn=False)
+        self._end(subagent_ending(sid, exc), quietly=True, warn=False)
 
     def _parent_frame(self) -> Frame:
-        return self._bound_parent or _scopes.require("subagent")
+        return self._spec.parent or _scopes.require("subagent")
 
     def _started_frame(self) -> Frame | None:
         return self._frame
