@@ -12,7 +12,10 @@ times inside a run:
   ``invoke_agent worker`` span per call, derived from the events);
 - ``hand_written``: the run uninstrumented, each call wrapped by hand in
   ``tracer.start_as_current_span("invoke_agent worker")`` (what a user would
-  write instead, without the attributes, outcomes or error statuses).
+  write instead, without the attributes, outcomes or error statuses);
+- ``hand_attributes``: the same with the attributes the instrumentor sets (five
+  at the start, the outcome at the end): the SDK validates each attribute, and
+  that is most of the difference between the two above.
 
 Per **event**, each candidate writes *n_events* ``TEXT_MESSAGE_CONTENT`` deltas
 into one open message, ``plain`` against ``instrumented`` (events that open or
@@ -64,12 +67,27 @@ async def _run(n_calls: int, n_events: int, rounds: int) -> dict[str, Any]:
         finally:
             instrumentor.uninstrument()
 
-    def calls(name: str, instrumented: bool, by_hand: bool) -> Any:
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "worker",
+        "gen_ai.agent.id": "bench-run-sub-1",
+        "ambient_runs.subagent_run_id": "bench-run-sub-1",
+        "gen_ai.conversation.id": "bench-thread",
+    }
+
+    def calls(name: str, instrumented: bool, by_hand: bool, with_attributes: bool = False) -> Any:
         async def candidate() -> float:
             out: list[Any] = []
             async with make_run(instrumented, out):
                 start = time.perf_counter()
-                if by_hand:
+                if with_attributes:
+                    for _ in range(n_calls):
+                        with tracer.start_as_current_span(
+                            "invoke_agent worker", attributes=attributes
+                        ) as span:
+                            await worker()
+                            span.set_attributes({"ambient_runs.outcome": "success"})
+                elif by_hand:
                     for _ in range(n_calls):
                         with tracer.start_as_current_span("invoke_agent worker"):
                             await worker()
@@ -101,6 +119,7 @@ async def _run(n_calls: int, n_events: int, rounds: int) -> dict[str, Any]:
         "call: plain": calls("call: plain", False, False),
         "call: instrumented": calls("call: instrumented", True, False),
         "call: hand_written": calls("call: hand_written", False, True),
+        "call: hand_attributes": calls("call: hand_attributes", False, True, True),
         "event: plain": events("event: plain", False),
         "event: instrumented": events("event: instrumented", True),
     }
@@ -153,6 +172,10 @@ async def _run(n_calls: int, n_events: int, rounds: int) -> dict[str, Any]:
                 "otel: added per call, instrumented / hand-written",
                 [a / h for a, h in zip(added_call, added_hand, strict=True) if h > 0] or [0.0],
                 note="the instrumentation's own cost against a bare span's",
+            ),
+            figure(
+                "otel: call instrumented / hand-written + attributes",
+                ratios(samples, "call: instrumented", "call: hand_attributes"),
             ),
             figure("otel: added per call", [max(a, 0.0) * 1e6 for a in added_call], unit="µs"),
             figure(
