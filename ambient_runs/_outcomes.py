@@ -169,6 +169,9 @@ def result_form(result: Any, name: str) -> Any:
     try:
         return json_form(result)
     except ValueError:
+        pydantic_form = _pydantic_form(result)
+        if pydantic_form is not None:
+            return pydantic_form
         warnings.warn(
             f"subagent {name!r} returned a {type(result).__name__}, which has no JSON form; "
             "SUBAGENT_FINISHED carries no result. Return JSON values, attrs instances or "
@@ -176,4 +179,23 @@ def result_form(result: Any, name: str) -> Any:
             ResultWarning,
             stacklevel=4,
         )
+        return None
+
+
+def _pydantic_form(value: Any) -> Any:
+    """
+    *value*'s JSON form by pydantic, when pydantic is already loaded (a framework's models).
+
+    LangGraph nodes return their state update: dicts of LangChain messages, which
+    are pydantic models. None when pydantic is not loaded or cannot serialise it.
+    """
+    import sys
+
+    core = sys.modules.get("pydantic_core")
+    if core is None:
+        return None
+    try:
+        form = core.to_jsonable_python(value)
+        return json_form(form)
+    except Exception:
         return None
