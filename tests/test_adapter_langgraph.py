@@ -439,6 +439,67 @@ class TestInterrupts:
         assert "fresh" == final["messages"][-1].content
 
 
+WORKER = """
+import asyncio, json, sys
+import ambient_runs as ar
+from ambient_runs.adapters.langgraph import run_graph
+from ambient_runs.testing import make_input
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from test_adapter_langgraph import approval_graph, question
+
+async def main(db, run_id, resume):
+    seen = []
+    async with AsyncSqliteSaver.from_conn_string(db) as saver:
+        async def agent(run):
+            final = await run_graph(approval_graph(saver, seen), question(), name="payments")
+            return final["messages"][-1].content
+        run_input = make_input("thread-p", run_id, resume=[entry(r) for r in resume])
+        events = [ar.to_wire(e) async for e in ar.stream(agent, run_input)]
+    print(json.dumps({"events": events, "seen": seen}))
+
+def entry(r):
+    return ar.events.ResumeEntry(
+        interrupt_id=r["interruptId"], status=r["status"], payload=r.get("payload")
+    )
+
+asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))
+"""
+
+
+class TestResumeInAnotherProcess:
+    def test_a_new_process_resumes_from_the_sqlite_checkpointer(self, tmp_path: Any) -> None:
+        """Run 1 and run 2 in two processes: only the SQLite file and the client's answer."""
+        import json
+        import os
+        from pathlib import Path
+
+        script = tmp_path / "worker.py"
+        script.write_text(WORKER)
+        db = str(tmp_path / "checkpoints.sqlite")
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+
+        def process(run_id: str, resume: list[dict[str, Any]]) -> dict[str, Any]:
+            out = subprocess.run(
+                [sys.executable, "-W", "error", str(script), db, run_id, json.dumps(resume)],
+                capture_output=True, text=True, check=True, env=env, timeout=120,
+            )  # fmt: skip
+            result: dict[str, Any] = json.loads(out.stdout)
+            return result
+
+        first = process("r1", [])
+        [pending] = first["events"][-1]["outcome"]["interrupts"]
+        second = process(
+            "r2", [{"interruptId": pending["id"], "status": "resolved", "payload": 7}]
+        )
+        assert ([], [7]) == (first["seen"], second["seen"])
+        assert {"type": "SUBAGENT_STARTED", "subagentRunId": "r1-sub-1", "name": "payments"} == (
+            second["events"][1]
+        )
+        assert "answer: 7" == second["events"][-1]["result"]
+        [verdict] = client_verify([{"events": first["events"] + second["events"]}])
+        assert (True, None) == (verdict["ok"], verdict["error"])
+
+
 class TestCancellation:
     async def test_run_cancel_stops_the_graph(self) -> None:
         """Run.cancel(): the node is cancelled, the subagent ends cancelled, the run too."""
