@@ -379,6 +379,56 @@ _CLOSES: dict[type[ev.BaseEvent], tuple[str, str]] = {
 }
 _UNSET: Any = object()
 
+# The wire form of the streaming deltas, read without the converter when plain.
+_WIRE_DELTAS: dict[str, tuple[Any, str]] = {
+    "TEXT_MESSAGE_CONTENT": (ev.unchecked(ev.TextMessageContentEvent, "timestamp",
+                             "subagent_run_id", "message_id", "delta"), "messageId"),
+    "TOOL_CALL_ARGS": (ev.unchecked(ev.ToolCallArgsEvent, "timestamp", "subagent_run_id",
+                       "tool_call_id", "delta"), "toolCallId"),
+    "REASONING_MESSAGE_CONTENT": (ev.unchecked(ev.ReasoningMessageContentEvent, "timestamp",
+                                  "subagent_run_id", "message_id", "delta"), "messageId"),
+}  # fmt: skip
+
+
+def _quick_delta(data: dict[str, Any], make: Any, id_key: str) -> ev.BaseEvent | None:
+    """*data* as a delta event if it holds only plain, well-typed fields; None: the slow path."""
+    eid, delta = data.get(id_key), data.get("delta")
+    if type(eid) is not str or type(delta) is not str:
+        return None
+    size = 3
+    tag = data.get("subagentRunId")
+    if tag is not None:
+        if type(tag) is not str:
+            return None
+        size += 1
+    stamp = data.get("timestamp")
+    if stamp is not None:
+        if type(stamp) is not int or not -ev.MAX_SAFE_INTEGER <= stamp <= ev.MAX_SAFE_INTEGER:
+            return None
+        size += 1
+    if len(data) != size:  # a null, metadata, rawEvent or an unknown key: the converter decides
+        return None
+    event: ev.BaseEvent = make(stamp, tag, eid, delta)
+    return event
+
+
+def _delta(cls: type[ev.BaseEvent], field: str) -> Any:
+    # Every field given: the foreign event was validated when built, and the
+    # namespaced id and owner are strings.
+    return ev.unchecked(
+        cls, "timestamp", "raw_event", "metadata", "subagent_run_id", field, "delta"
+    )
+
+
+# Continuations that only carry an id and a delta: (constructor, id field, owner table).
+_DELTAS: dict[type[ev.BaseEvent], tuple[Any, str, str]] = {
+    ev.TextMessageContentEvent: (_delta(ev.TextMessageContentEvent, "message_id"),
+                                 "message_id", "message"),
+    ev.ToolCallArgsEvent: (_delta(ev.ToolCallArgsEvent, "tool_call_id"), "tool_call_id", "tool"),
+    ev.ReasoningMessageContentEvent: (_delta(ev.ReasoningMessageContentEvent, "message_id"),
+                                      "message_id", "reasoning"),
+}  # fmt: skip
+
 
 class _Relay:
     """The state of one relay: the foreign stream's verifier, id maps and what is open."""
@@ -481,6 +531,12 @@ class _Relay:
         return False
 
     def _event(self, data: Any) -> ev.BaseEvent | None:
+        if type(data) is dict:
+            fast = _WIRE_DELTAS.get(data.get("type"))  # type: ignore[arg-type]
+            if fast is not None:
+                event = _quick_delta(data, *fast)
+                if event is not None:
+                    return event
         if isinstance(data, Mapping):
             kind = data.get("type")
             if isinstance(kind, str) and kind and kind not in _KNOWN_TYPES:
@@ -528,6 +584,20 @@ class _Relay:
 
     def _attributable(self, event: ev.BaseEvent) -> None:
         cls = type(event)
+        fast = _DELTAS.get(cls)
+        if fast is not None:  # the streaming deltas, most of any stream: no evolve()
+            make, field, table = fast
+            eid = f"{self.sid}/{getattr(event, field)}"
+            tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
+            if tag is not None:
+                owner = f"{self.sid}/{tag}"
+            else:
+                owner = self.owners.get((table, eid), self.sid)
+            self._send(
+                make(event.timestamp, event.raw_event, event.metadata, owner, eid,
+                     event.delta)  # type: ignore[attr-defined]
+            )  # fmt: skip
+            return
         changes: dict[str, Any] = {}
         for field in _ID_FIELDS[cls]:
             value = getattr(event, field)

@@ -391,6 +391,52 @@ class TestFailures:
         )
         client_ok(list(run.events))
 
+    @pytest.mark.parametrize(
+        ("delta", "problem"),
+        [
+            ({"delta": 5}, "delta"),
+            ({"delta": "x", "subagentRunId": None}, "subagentRunId"),
+            ({"delta": "x", "timestamp": True}, "timestamp"),
+            ({"delta": "x", "timestamp": 1.5}, "timestamp"),
+            ({"delta": "x", "timestamp": 2**53}, "timestamp"),
+        ],
+    )
+    async def test_malformed_deltas_in_wire_form_are_refused(
+        self, delta: dict[str, Any], problem: str
+    ) -> None:
+        """The quick read of plain deltas refuses what the converter refuses."""
+        stream = [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "f"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", **delta},
+        ]
+        async with ar.Run(make_input(run_id="o")) as run:
+            with pytest.raises(ar.RelayError, match=problem) as caught:
+                ar.relay(stream, name="remote")
+        assert "invalid_stream" == caught.value.code
+        client_ok(list(run.events))
+
+    async def test_deltas_keep_their_timestamp_metadata_and_raw_event(self) -> None:
+        """Every base field of a relayed delta survives, whatever form it came in."""
+        stream = [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "f"},
+            {"type": "TEXT_MESSAGE_START", "messageId": "m", "subagentRunId": "s"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "a", "timestamp": 7},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "b", "metadata": {"k": 1},
+             "rawEvent": {"x": [1]}, "subagentRunId": "s"},
+            {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "f"},
+        ]  # fmt: skip
+        for form in (stream, [ar.from_wire(d) for d in stream]):
+            async with ar.Run(make_input(run_id="o")) as run:
+                ar.relay(form, name="remote")
+            assert [
+                {"type": "TEXT_MESSAGE_CONTENT", "timestamp": 7, "subagentRunId": "o-sub-1/s",
+                 "messageId": "o-sub-1/m", "delta": "a"},
+                {"type": "TEXT_MESSAGE_CONTENT", "rawEvent": {"x": [1]}, "metadata": {"k": 1},
+                 "subagentRunId": "o-sub-1/s", "messageId": "o-sub-1/m", "delta": "b"},
+            ] == wire(list(run.events))[3:5]  # fmt: skip
+
     async def test_unknown_event_types_are_dropped_with_a_warning(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
