@@ -466,6 +466,66 @@ asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))
 """
 
 
+@tool
+def pay(amount: int) -> str:
+    """Pay, once a human approves."""
+    answer = interrupt({"approve": amount})
+    return "paid" if answer == "yes" else "not paid"
+
+
+def paying_graph(saver: InMemorySaver, script: list[AIMessage]) -> Any:
+    model = ScriptedChat(script=script)
+
+    async def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    def route(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([pay]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=saver)
+
+
+class TestToolInterrupts:
+    async def test_an_interrupt_in_a_tool_is_answered_on_the_original_call(self) -> None:
+        """interrupt() in a tool: reason tool_call, the call's id; resumed, its result lands there."""
+        saver = InMemorySaver()
+        scripts = [[calling(("pay", {"amount": 5}))], [calling(text="Paid.")]]
+
+        async def agent(run: ar.Run) -> Any:
+            graph = paying_graph(saver, scripts.pop(0))
+            final = await run_graph(graph, question(), name="payer")
+            return final["messages"][-1].content
+
+        first = [e async for e in ar.stream(agent, make_input("thread-t", "r1"))]
+        [interrupt_] = wire(first)[-1]["outcome"]["interrupts"]
+        assert ("tool_call", "r1-tool-1") == (interrupt_["reason"], interrupt_["toolCallId"])
+        assert [] == [e for e in first if isinstance(e, ev.ToolCallResultEvent)]
+        [verdict] = client_verify([wire(first)])
+        history = ev.RunAgentInput.from_wire(
+            {"threadId": "t", "runId": "x", "messages": verdict["messages"] or []}
+        ).messages
+        resume = [ev.ResumeEntry(interrupt_id=interrupt_["id"], status="resolved", payload="yes")]
+        second = [
+            e
+            async for e in ar.stream(
+                agent, make_input("thread-t", "r2", resume=resume, messages=history)
+            )
+        ]
+        out = wire(second)
+        assert [] == [e for e in out if e["type"] == "TOOL_CALL_START"]
+        [result] = [e for e in out if e["type"] == "TOOL_CALL_RESULT"]
+        assert ("r1-tool-1", "paid") == (result["toolCallId"], result["content"])
+        assert "Paid." == out[-1]["result"]
+        verified(first, second, known=["r1-tool-1"])
+
+
 class TestResumeInAnotherProcess:
     def test_a_new_process_resumes_from_the_sqlite_checkpointer(self, tmp_path: Any) -> None:
         """Run 1 and run 2 in two processes: only the SQLite file and the client's answer."""

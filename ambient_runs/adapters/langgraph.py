@@ -37,7 +37,12 @@ the final state                        returned; with *name*, its JSON form is
 whose id is ``langgraph:<graph subagent id>:<LangGraph interrupt id>``
 (``reason`` ``input_required``; the interrupt's value in
 ``metadata["langgraph"]["value"]``, and as ``message`` when it is a string; its
-JSON schema as ``responseSchema``). Nothing is kept in memory: the graph's
+JSON schema as ``responseSchema``). An ``interrupt()`` inside a tool is
+``reason`` ``tool_call`` with ``toolCallId`` the paused call, and its id also
+carries that call (``…:<LangChain call id>:<our call id>``), so that when the
+tool runs again on resume its result answers the original call
+(``TOOL_CALL_RESULT`` against it, not restreamed, when the client's history
+holds it). Nothing is kept in memory: the graph's
 checkpointer holds the paused state under ``thread_id`` (the run's
 ``threadId`` unless *config* names one), and the next run's ``resume`` names
 the interrupts. When ``run_graph`` finds among them interrupts its graph has
@@ -93,27 +98,39 @@ __all__ = ("run_graph",)
 _PREFIX = "langgraph:"
 
 
-def _interrupt_id(owner: str | None, graph_interrupt_id: str) -> str:
-    return f"{_PREFIX}{quote(owner or '', safe='')}:{graph_interrupt_id}"
+#: A tool call an interrupt paused: (LangChain's tool call id, ours).
+ToolCallIds = tuple[str, str]
 
 
-def _decode(interrupt_id: str) -> tuple[str | None, str] | None:
+def _interrupt_id(owner: str | None, graph_interrupt_id: str, call: ToolCallIds | None) -> str:
+    base = f"{_PREFIX}{quote(owner or '', safe='')}:{graph_interrupt_id}"
+    if call is None:
+        return base
+    return f"{base}:{quote(call[0], safe='')}:{quote(call[1], safe='')}"
+
+
+def _decode(interrupt_id: str) -> tuple[str | None, str, ToolCallIds | None] | None:
+    """(graph subagent id, LangGraph interrupt id, the paused tool call) of one of our ids."""
     if not interrupt_id.startswith(_PREFIX):
         return None
-    owner, sep, graph_id = interrupt_id[len(_PREFIX) :].partition(":")
-    if not sep or not graph_id:
+    parts = interrupt_id[len(_PREFIX) :].split(":")
+    if len(parts) not in (2, 4) or not parts[1]:
         return None
-    return unquote(owner) or None, graph_id
+    call = (unquote(parts[2]), unquote(parts[3])) if len(parts) == 4 else None
+    return unquote(parts[0]) or None, parts[1], call
 
 
-def _as_interrupt(graph_interrupt: Any, owner: str | None) -> ev.Interrupt:
+def _as_interrupt(
+    graph_interrupt: Any, owner: str | None, call: ToolCallIds | None = None
+) -> ev.Interrupt:
     value = jsonable(getattr(graph_interrupt, "value", None))
     schema = getattr(graph_interrupt, "response_schema", None)
     return ev.Interrupt(
-        id=_interrupt_id(owner, str(graph_interrupt.id)),
-        reason="input_required",
+        id=_interrupt_id(owner, str(graph_interrupt.id), call),
+        reason="input_required" if call is None else "tool_call",
         subagent_run_id=owner,
         message=value if isinstance(value, str) else None,
+        tool_call_id=None if call is None else call[1],
         response_schema=schema if isinstance(schema, dict) else None,
         metadata={"langgraph": {"value": value}},
     )
@@ -135,9 +152,14 @@ _claims_lock = threading.Lock()
 
 
 async def _resume_of(
-    graph: Any, config: dict[str, Any], run: ar.Run
+    graph: Any, config: dict[str, Any], run: ar.Run, calls: ToolCalls
 ) -> tuple[Command[Any] | None, str | None]:
-    """The ``Command(resume=...)`` for the interrupts of *graph* this run answers, if any."""
+    """
+    The ``Command(resume=...)`` for the interrupts of *graph* this run answers, if any.
+
+    The tool calls those interrupts paused are made known to *calls*, so their
+    results answer the original calls.
+    """
     answers = [(d, e) for e in run.resume if (d := _decode(e.interrupt_id)) is not None]
     if not answers or not getattr(graph, "checkpointer", None):
         return None, None
@@ -147,11 +169,13 @@ async def _resume_of(
     owner: str | None = None
     with _claims_lock:
         claimed = _claimed.setdefault(run, set())
-        for (who, graph_id), entry in answers:
+        for (who, graph_id, call), entry in answers:
             if graph_id not in pending or entry.interrupt_id in claimed:
                 continue
             claimed.add(entry.interrupt_id)
             owner = owner or who
+            if call is not None:
+                calls.known[call[0]] = call[1]
             values[graph_id] = (
                 entry.payload
                 if entry.status == "resolved"
@@ -209,7 +233,7 @@ async def run_graph(
     run = ar.current_run()
     handler = _Handler()
     merged = _with_handler(config, run, handler)
-    command, owner = await _resume_of(graph, merged, run)
+    command, owner = await _resume_of(graph, merged, run, handler.calls)
     scope: Any = (
         nullcontext() if name is None else ar.subagent(name, id=owner if command else None)
     )
@@ -237,7 +261,9 @@ async def run_graph(
                 raise
             handler.close(None)
             if paused:
-                raise ar.Interrupted(*(_as_interrupt(i, here) for i in paused))
+                raise ar.Interrupted(
+                    *(_as_interrupt(i, here, handler.paused_calls.get(str(i.id))) for i in paused)
+                )
             if sub is not None:
                 sub.finish_with(jsonable(final))
     return final
@@ -297,6 +323,8 @@ class _Handler(BaseCallbackHandler):
         self.busy: dict[tuple[str | None, str], int] = {}
         self.tools: dict[UUID, tuple[str, str]] = {}  # tool run -> (foreign call id, name)
         self.streamed_messages: set[str] = set()
+        #: LangGraph interrupt id -> the tool call it paused (an interrupt() in a tool).
+        self.paused_calls: dict[str, ToolCallIds] = {}
 
     # ------------------------------------------------------------------ nodes as steps
 
@@ -440,7 +468,9 @@ class _Handler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
-        if tool_call_id is None or self.calls.get(tool_call_id) is None:
+        if tool_call_id is not None and tool_call_id in self.calls.known:
+            pass  # a call an earlier run paused: its result answers it there
+        elif tool_call_id is None or self.calls.get(tool_call_id) is None:
             # A tool no model asked for (called by a node itself): show the call too.
             foreign = tool_call_id or f"tool-run:{run_id}"
             handle = self.calls.start(foreign, name)
@@ -460,8 +490,14 @@ class _Handler(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         found = self.tools.pop(run_id, None)
-        if found is None or isinstance(error, GraphBubbleUp):
-            return  # an interrupt in a tool: answered when the run resumes
+        if found is None:
+            return
+        if isinstance(error, GraphBubbleUp):  # interrupt() in the tool: answered on resume
+            ours = self.calls.our_id(found[0])
+            if isinstance(error, GraphInterrupt) and ours is not None and error.args:
+                for paused in error.args[0] or ():
+                    self.paused_calls[str(paused.id)] = (found[0], ours)
+            return
         self.calls.result(
             found[0], found[1], {"error": str(error) or type(error).__name__,
                                  "type": type(error).__name__},
