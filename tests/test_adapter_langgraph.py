@@ -494,7 +494,7 @@ def paying_graph(saver: InMemorySaver, script: list[AIMessage]) -> Any:
 
 class TestToolInterrupts:
     async def test_an_interrupt_in_a_tool_is_answered_on_the_original_call(self) -> None:
-        """interrupt() in a tool: reason tool_call, the call's id; resumed, its result lands there."""
+        """interrupt() in a tool: a tool_call interrupt; resumed, the result answers that call."""
         saver = InMemorySaver()
         scripts = [[calling(("pay", {"amount": 5}))], [calling(text="Paid.")]]
 
