@@ -381,13 +381,25 @@ _UNSET: Any = object()
 
 # The wire form of the streaming deltas, read without the converter when plain.
 _WIRE_DELTAS: dict[str, tuple[Any, str]] = {
-    "TEXT_MESSAGE_CONTENT": (ev.unchecked(ev.TextMessageContentEvent, "timestamp",
-                             "subagent_run_id", "message_id", "delta"), "messageId"),
-    "TOOL_CALL_ARGS": (ev.unchecked(ev.ToolCallArgsEvent, "timestamp", "subagent_run_id",
-                       "tool_call_id", "delta"), "toolCallId"),
-    "REASONING_MESSAGE_CONTENT": (ev.unchecked(ev.ReasoningMessageContentEvent, "timestamp",
-                                  "subagent_run_id", "message_id", "delta"), "messageId"),
-}  # fmt: skip
+    "TEXT_MESSAGE_CONTENT": (
+        ev.unchecked(
+            ev.TextMessageContentEvent, "timestamp", "subagent_run_id", "message_id", "delta"
+        ),
+        "messageId",
+    ),
+    "TOOL_CALL_ARGS": (
+        ev.unchecked(
+            ev.ToolCallArgsEvent, "timestamp", "subagent_run_id", "tool_call_id", "delta"
+        ),
+        "toolCallId",
+    ),
+    "REASONING_MESSAGE_CONTENT": (
+        ev.unchecked(
+            ev.ReasoningMessageContentEvent, "timestamp", "subagent_run_id", "message_id", "delta"
+        ),
+        "messageId",
+    ),
+}
 
 
 def _quick_delta(data: dict[str, Any], make: Any, id_key: str) -> ev.BaseEvent | None:
@@ -422,19 +434,31 @@ def _delta(cls: type[ev.BaseEvent], field: str) -> Any:
 
 # Continuations that only carry an id and a delta: (constructor, id field, owner table).
 _DELTAS: dict[type[ev.BaseEvent], tuple[Any, str, str]] = {
-    ev.TextMessageContentEvent: (_delta(ev.TextMessageContentEvent, "message_id"),
-                                 "message_id", "message"),
+    ev.TextMessageContentEvent: (
+        _delta(ev.TextMessageContentEvent, "message_id"),
+        "message_id",
+        "message",
+    ),
     ev.ToolCallArgsEvent: (_delta(ev.ToolCallArgsEvent, "tool_call_id"), "tool_call_id", "tool"),
-    ev.ReasoningMessageContentEvent: (_delta(ev.ReasoningMessageContentEvent, "message_id"),
-                                      "message_id", "reasoning"),
-}  # fmt: skip
+    ev.ReasoningMessageContentEvent: (
+        _delta(ev.ReasoningMessageContentEvent, "message_id"),
+        "message_id",
+        "reasoning",
+    ),
+}
 
 
 class _Relay:
     """The state of one relay: the foreign stream's verifier, id maps and what is open."""
 
-    def __init__(self, frame: Frame, name: str, description: str | None, id: str | None,
-                 state_key: str | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        frame: Frame,
+        name: str,
+        description: str | None,
+        id: str | None,
+        state_key: str | None,
+    ) -> None:
         from ambient_runs.verify import Verifier
 
         self.run = frame.run
@@ -594,9 +618,8 @@ class _Relay:
             else:
                 owner = self.owners.get((table, eid), self.sid)
             self._send(
-                make(event.timestamp, event.raw_event, event.metadata, owner, eid,
-                     event.delta)  # type: ignore[attr-defined]
-            )  # fmt: skip
+                make(event.timestamp, event.raw_event, event.metadata, owner, eid, event.delta)  # type: ignore[attr-defined]
+            )
             return
         changes: dict[str, Any] = {}
         for field in _ID_FIELDS[cls]:
@@ -705,8 +728,9 @@ class _Relay:
                 new = jsonpatch.apply_patch(base, [to_wire(op) for op in event.delta])
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                 # What the client does with a patch that does not apply: skip it, go on.
-                _log.warning("relay %r: a STATE_DELTA that does not apply was skipped: %s",
-                             self.name, exc)  # fmt: skip
+                _log.warning(
+                    "relay %r: a STATE_DELTA that does not apply was skipped: %s", self.name, exc
+                )
                 return
         self.foreign_state = new
         key = self.state_key
@@ -826,7 +850,7 @@ class _Relay:
         """End the subagent with SUBAGENT_ERROR and raise `RelayError`."""
         self.close_open(reason, code)
         self.sub.fail(reason, code=code)
-        raise RelayError(self.name, self.sid, reason, code)
+        raise RelayError(reason, name=self.name, subagent_run_id=self.sid, code=code)
 
     def conclude(self) -> Any:
         """End the subagent the way the foreign run ended; return its result."""
@@ -910,9 +934,12 @@ def _relay_sync(
 
 
 async def _relay_async(
-    events: AsyncIterable[Any], name: str, description: str | None, id: str | None,
+    events: AsyncIterable[Any],
+    name: str,
+    description: str | None,
+    id: str | None,
     key: str | None,
-) -> Any:  # fmt: skip
+) -> Any:
     frame = _scopes.require("relay")
     _check_state(frame, key)
     relay = _Relay(frame, name, description, id, key)

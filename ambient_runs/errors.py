@@ -137,7 +137,9 @@ class RelayError(AmbientRunsError, RuntimeError):
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, name: str, subagent_run_id: str, reason: str, code: str | None) -> None:
+    def __init__(
+        self, reason: str, *, name: str, subagent_run_id: str, code: str | None = None
+    ) -> None:
         self.name = name
         self.subagent_run_id = subagent_run_id
         self.reason = reason

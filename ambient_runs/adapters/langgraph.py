@@ -499,9 +499,10 @@ class _Handler(BaseCallbackHandler):
                     self.paused_calls[str(paused.id)] = (found[0], ours)
             return
         self.calls.result(
-            found[0], found[1], {"error": str(error) or type(error).__name__,
-                                 "type": type(error).__name__},
-        )  # fmt: skip
+            found[0],
+            found[1],
+            {"error": str(error) or type(error).__name__, "type": type(error).__name__},
+        )
 
     # ------------------------------------------------------------------ node outputs
 
