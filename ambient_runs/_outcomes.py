@@ -29,6 +29,7 @@ __all__ = (
     "is_cancellation",
     "register_suspending",
     "result_form",
+    "result_json",
     "safely",
     "subagent_ending",
 )
@@ -180,6 +181,22 @@ def result_form(result: Any, name: str) -> Any:
             stacklevel=4,
         )
         return None
+
+
+def result_json(value: Any) -> Any:
+    """
+    *value*'s JSON form for a ``result`` field: `json_form`, or pydantic's when it is loaded.
+
+    Raises:
+        InvalidEventError: Neither gives *value* a JSON form.
+    """
+    try:
+        return json_form(value)
+    except ValueError:
+        form = _pydantic_form(value)
+        if form is None and value is not None:
+            raise
+        return form
 
 
 def _pydantic_form(value: Any) -> Any:

@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._futures import resolve
-from ambient_runs._outcomes import code_of, interrupts_of, is_cancellation, safely
+from ambient_runs._outcomes import code_of, interrupts_of, is_cancellation, result_json, safely
 from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame
 from ambient_runs._state import RunState, publish_state_in, set_state_in, update_state_in
 from ambient_runs._subagent import Emitters
-from ambient_runs._wire import json_form
 from ambient_runs.errors import ProtocolError, RunCancelledError
 
 if TYPE_CHECKING:
@@ -394,10 +393,12 @@ class Run(Emitters):
         """
         Set the run's result: ``RUN_FINISHED.result`` when the run ends normally.
 
+        A pydantic value (a framework's models) has pydantic's JSON form.
+
         Raises:
             InvalidEventError: *result* has no JSON form.
         """
-        self._result = json_form(result)
+        self._result = result_json(result)
 
     def __enter__(self) -> Self:
         return self._enter()

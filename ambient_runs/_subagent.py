@@ -25,9 +25,8 @@ from ambient_runs import events as ev
 from ambient_runs._decorators import decorate
 from ambient_runs._emitters import ContentEmitters
 from ambient_runs._faces import Faces
-from ambient_runs._outcomes import result_form, subagent_ending
+from ambient_runs._outcomes import result_form, result_json, subagent_ending
 from ambient_runs._step import Step
-from ambient_runs._wire import json_form
 from ambient_runs.errors import (
     HandleClosedError,
     HandleWarning,
@@ -444,7 +443,7 @@ class Subagent(Faces, Emitters):
             InvalidEventError: *result* has no JSON form.
         """
         self._end(
-            ev.SubagentFinishedEvent(subagent_run_id=self._id or "", result=json_form(result))
+            ev.SubagentFinishedEvent(subagent_run_id=self._id or "", result=result_json(result))
         )
 
     def suspend(self, interrupt_ids: str | Sequence[str] = ()) -> None:

@@ -205,6 +205,18 @@ class TestStreaming:
         assert "Ants win." == finished.result["messages"][-1]["content"]
         verified(events)
 
+    async def test_the_final_state_can_be_the_runs_result(self) -> None:
+        """An agent returning run_graph's state (LangChain messages) ends with its JSON form."""
+        graph = react_graph([calling(text="Done.")])
+
+        async def agent(run: ar.Run) -> Any:
+            return await run_graph(graph, question())
+
+        events = [e async for e in ar.stream(agent, make_input(run_id="r"))]
+        finished = events[-1]
+        assert isinstance(finished, ev.RunFinishedEvent)
+        assert ["hi", "Done."] == [m["content"] for m in finished.result["messages"]]
+
     async def test_without_a_name_the_graph_streams_in_the_ambient_scope(self) -> None:
         """No name: the graph's events are the enclosing scope's own."""
         graph = react_graph([calling(text="Hello there.")])
