@@ -101,7 +101,8 @@ async def relay(
         description: The subagent's description, for display.
         client: An ``httpx.AsyncClient`` to send through (connection pooling,
             transports, proxies); a new one per call by default.
-        timeouts: The request's timeouts, as httpx takes them (see `DEFAULT_TIMEOUT`).
+        timeouts: The request's timeouts, as httpx takes them (see `DEFAULT_TIMEOUT`);
+            with *client* and no *timeouts*, the client's own.
 
     Returns:
         The remote ``RUN_FINISHED.result`` (None without one).
@@ -161,12 +162,18 @@ async def _stream(
     """The response's bytes as they arrive; failures as a RUN_ERROR the relay reports."""
     owned = client is None
     http = httpx.AsyncClient(timeout=timeouts) if client is None else client
+    # A client of the caller's keeps its own timeouts unless some were asked for.
+    chosen: Any = (
+        httpx.USE_CLIENT_DEFAULT
+        if client is not None and timeouts is DEFAULT_TIMEOUT
+        else timeouts
+    )
     watcher: asyncio.Task[None] | None = None
     responded = False
     try:
         try:
             async with http.stream(
-                "POST", url, content=body, headers=headers, timeout=timeouts
+                "POST", url, content=body, headers=headers, timeout=chosen
             ) as response:
                 responded = True
                 watcher = asyncio.create_task(_close_when_cancelled(run, response))

@@ -351,3 +351,36 @@ class TestTransportFailures:
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
         ).stdout
         assert "pip install 'ambient-runs[http]'" in out
+
+
+class TestClientOption:
+    async def test_a_given_client_is_used_with_its_own_timeouts(self) -> None:
+        """client=: the request goes through it, with its timeouts unless timeouts= is given."""
+        import httpx
+
+        seen: list[dict[str, Any]] = []
+        stream = b"".join(
+            b"data: " + ar.encode_json(e) + b"\n\n"
+            for e in (
+                ev.RunStartedEvent(thread_id="t", run_id="x"),
+                ev.RunFinishedEvent(thread_id="t", run_id="x", result="ok"),
+            )
+        )
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            seen.append(request.extensions["timeout"])
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=stream
+            )
+
+        own = httpx.Timeout(3.0)
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler), timeout=own)
+        url = "http://remote/agent"
+        timeouts = httpx.Timeout(1.0, read=2.0)
+        async with client, ar.Run(make_input(run_id="r1")):
+            result = await http.relay(url, remote_input("x", "hi"), name="a", client=client)
+            await http.relay(
+                url, remote_input("y", "hi"), name="b", client=client, timeouts=timeouts
+            )
+        assert "ok" == result
+        assert [own.as_dict(), httpx.Timeout(1.0, read=2.0).as_dict()] == seen
