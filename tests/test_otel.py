@@ -364,6 +364,29 @@ async def test_interrupts_suspend_the_invocation_and_the_run(traced: Traced) -> 
     traced.check_closed()
 
 
+async def test_a_resumed_invocation_keeps_its_agent_id_across_runs(traced: Traced) -> None:
+    """Suspended in one run, continued under the same id in the next: one gen_ai.agent.id."""
+    async with ar.Run(make_input(run_id="r1")):
+        with ar.subagent("approver") as approver:
+            sid = approver.id
+            assert sid is not None
+            raise ar.Interrupted(ev.Interrupt(id="int-1", reason="approval"))
+    resume = (ev.ResumeEntry(interrupt_id="int-1", status="resolved"),)
+    async with ar.Run(make_input(run_id="r2", resume=resume)) as run:
+        with ar.subagent("approver", id=sid):
+            ar.say("approved, going on")
+    assert_valid(list(run.events))
+
+    agents = [s for s in traced.spans() if s.name == "invoke_agent approver"]
+    assert 2 == len(agents)
+    assert {sid} == {(s.attributes or {})["gen_ai.agent.id"] for s in agents}
+    assert ["suspended", "success"] == [
+        (s.attributes or {})["ambient_runs.outcome"] for s in agents
+    ]
+    assert agents[0].context.trace_id != agents[1].context.trace_id  # type: ignore[union-attr]
+    traced.check_closed()
+
+
 async def test_a_failed_run_is_an_error_span_and_closes_what_was_open(traced: Traced) -> None:
     """RUN_ERROR: ERROR status with message and code; the open invocation ends first."""
 

@@ -101,3 +101,39 @@ async def test_a_traceparent_request_produces_spans_in_that_trace(
         "span_id": trace.format_span_id(root.context.span_id),
         "traceparent": f"00-{TRACE_ID}-{trace.format_span_id(root.context.span_id)}-01",
     } == started["metadata"]["ambient_runs"]
+
+
+async def test_a_client_that_disconnects_still_ends_every_span(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The client aborts mid-stream: the run is cancelled and every open span ends then."""
+    ended = asyncio.Event()
+
+    async def slow(run: ar.Run) -> None:
+        try:
+            with ar.subagent("sleeper"), ar.tool_call("wait"):
+                for i in range(1000):
+                    ar.say(f"tick {i}")
+                    await asyncio.sleep(0.01)
+        finally:
+            ended.set()
+
+    async with serving(AgentApp(slow)) as url, asyncio.timeout(60):
+        result = await aclient_run(
+            url,
+            [{"input": {"threadId": "t", "runId": "r", "messages": []}, "abortAfterEvents": 8}],
+            headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+        )
+        await ended.wait()
+        for _ in range(100):  # the run's terminal event follows the agent's finally at once
+            if len(exporter.get_finished_spans()) == 3:
+                break
+            await asyncio.sleep(0.01)
+
+    (run,) = result["runs"]
+    assert run["aborted"]
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert {"invoke_agent", "invoke_agent sleeper", "execute_tool wait"} == set(spans)
+    assert "cancelled" == (spans["invoke_agent"].attributes or {})["ambient_runs.outcome"]
+    assert "cancelled" == (spans["invoke_agent sleeper"].attributes or {})["error.type"]
+    assert {int(TRACE_ID, 16)} == {s.context.trace_id for s in spans.values() if s.context}
