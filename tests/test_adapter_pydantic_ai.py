@@ -451,3 +451,31 @@ class TestHostileResume:
             events[-1]
         )
         assert {} == started(events)  # nothing was opened for it
+
+
+class TestDelegation:
+    async def test_an_agent_run_inside_a_tool_nests_under_the_calling_agent(self) -> None:
+        """Agent delegation: a tool calls run_agent; that agent is a child invocation."""
+        expert = calculator("expert")
+        lead = Agent(TestModel(), name="lead", output_type=[Weather, str])
+
+        @lead.tool_plain
+        async def ask_expert(question: str) -> str:
+            return await run_agent(expert, question, name="expert")
+
+        async def body(run: ar.Run) -> None:
+            run.finish_with(await run_agent(lead, "delegate", name="lead"))
+
+        events = wire_of(await run_program(body))
+        client_accepts(events)
+
+        subs = {s["name"]: s for s in started(events).values()}
+        assert subs["lead"]["subagentRunId"] == subs["expert"]["parentSubagentRunId"]
+        owner_of = owners(events)
+        calls = {e["toolCallName"]: e["toolCallId"] for e in events if "toolCallName" in e}
+        assert subs["expert"]["subagentRunId"] == owner_of[calls["add"]]
+        assert subs["lead"]["subagentRunId"] == owner_of[calls["ask_expert"]]
+        ask_result = next(
+            e for e in events if e.get("toolCallId") == calls["ask_expert"] and "content" in e
+        )
+        assert '{"add":0}' == ask_result["content"]

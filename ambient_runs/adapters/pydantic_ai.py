@@ -64,6 +64,11 @@ client, so it is as trustworthy as the client: an approver can already
 override arguments, but do not resume this way across a trust boundary you
 would not let send the conversation itself.
 
+**Agent delegation.** ``run_agent`` called inside a tool nests that agent's
+invocation under the calling agent's (``parentSubagentRunId``); it has no
+``parentToolCallId``: pydantic-ai does not make the running call's id ambient,
+and with parallel tool calls the call cannot be told from the scope alone.
+
 What AG-UI cannot express, so it is not sent: file, speech and compaction parts
 (a file the model made, audio), thinking signatures (provider-verification
 blobs, not encrypted reasoning), usage (the run's ``usage`` belongs to the
@@ -172,7 +177,10 @@ async def run_agent(
     if "output_type" not in run_kwargs:
         output_type = getattr(agent, "output_type", str)
         if not _includes_deferred(output_type):
-            run_kwargs["output_type"] = [output_type, DeferredToolRequests]
+            if isinstance(output_type, Sequence) and not isinstance(output_type, str):
+                run_kwargs["output_type"] = [*output_type, DeferredToolRequests]
+            else:
+                run_kwargs["output_type"] = [output_type, DeferredToolRequests]
     known = {t.text("call"): t.text("toolCallId") for t in tokens}
 
     async with AsyncExitStack() as stack:
