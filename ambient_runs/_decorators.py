@@ -6,7 +6,7 @@ Decorators for the four kinds of callable: `subagent` and `step` wrap them all.
   scope's parent is what is ambient where the coroutine is *awaited* (or turned
   into a task), as with ``asyncio.create_task``.
 - **Generators and async generators** capture the ambient frame when *called*,
-  open the scope at their first step, and set it around each step only: the
+  open the scope when first resumed, and set it around each resumption only: the
   body always sees its scope, the consumer never does between items. They stay
   real generators (``send``/``throw``/``close``, ``asend``/``athrow``/``aclose``,
   return values, `inspect.isgenerator`). Closing one early (``break`` plus
@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
 from types import TracebackType
 from typing import Any, Protocol
@@ -37,9 +38,11 @@ from ambient_runs.errors import ProtocolError
 
 __all__ = ("decorate",)
 
+_log = logging.getLogger("ambient_runs")
 
-class _Scope(Protocol):
-    """What `decorate` needs of a scope: open in a frame, close the way the body ended."""
+
+class _Invocation(Protocol):
+    """What `decorate` needs of an invocation: open in a frame, close the way the body ended."""
 
     def _begin(self, parent: _scopes.Frame) -> _scopes.Frame: ...
     def _finish(self, exc: BaseException | None, result: Any = None) -> None: ...
@@ -64,7 +67,7 @@ _ASYNCCONTEXTMANAGER_CODE = _factory_code(contextlib.asynccontextmanager, _aprob
 
 
 def decorate(fn: Any, make: Callable[[], Any]) -> Any:
-    """Wrap *fn* so that each call runs inside a fresh scope from *make*."""
+    """Wrap *fn* so that each call runs inside a fresh invocation from *make*."""
     code = getattr(fn, "__code__", None)
     if code is _CONTEXTMANAGER_CODE or code is _ASYNCCONTEXTMANAGER_CODE:
         return _decorate_context_manager(fn, make)
@@ -77,51 +80,51 @@ def decorate(fn: Any, make: Callable[[], Any]) -> Any:
     return _decorate_function(fn, make)
 
 
-def _decorate_function(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
+def _decorate_function(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
         if parent is None:
             return fn(*args, **kwargs)
-        scope = make()
-        frame = scope._begin(parent)
+        invocation = make()
+        frame = invocation._begin(parent)
         token = _scopes.enter(frame)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             _scopes.leave(token, frame, "scope")
-            safely(scope._finish, exc)
+            safely(invocation._finish, exc)
             raise
         _scopes.leave(token, frame, "scope")
-        scope._finish(None, result)
+        invocation._finish(None, result)
         return result
 
     return wrapper
 
 
-def _decorate_coroutine(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
+def _decorate_coroutine(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
         if parent is None:
             return await fn(*args, **kwargs)
-        scope = make()
-        frame = scope._begin(parent)
+        invocation = make()
+        frame = invocation._begin(parent)
         token = _scopes.enter(frame)
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             _scopes.leave(token, frame, "scope")
-            safely(scope._finish, exc)
+            safely(invocation._finish, exc)
             raise
         _scopes.leave(token, frame, "scope")
-        scope._finish(None, result)
+        invocation._finish(None, result)
         return result
 
     return wrapper
 
 
-def _decorate_generator(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
+def _decorate_generator(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
@@ -134,39 +137,39 @@ def _decorate_generator(fn: Callable[..., Any], make: Callable[[], _Scope]) -> A
 
 
 def _scoped_generator(
-    make: Callable[[], _Scope], parent: _scopes.Frame, inner: Generator[Any, Any, Any]
+    make: Callable[[], _Invocation], parent: _scopes.Frame, inner: Generator[Any, Any, Any]
 ) -> Generator[Any, Any, Any]:
-    scope = make()
-    frame = scope._begin(parent)
-    step: Callable[[Any], Any] = inner.send
+    invocation = make()
+    frame = invocation._begin(parent)
+    resume: Callable[[Any], Any] = inner.send
     value: Any = None
     try:
         while True:
             try:
-                item = _scopes.stepping(frame, step, value)
+                item = _scopes.within(frame, resume, value)
             except StopIteration as stop:
                 result = stop.value
                 break
             try:
                 value = yield item
-                step = inner.send
+                resume = inner.send
             except GeneratorExit:
                 raise
             except BaseException as exc:  # thrown in by the consumer: pass it on
-                step, value = inner.throw, exc
+                resume, value = inner.throw, exc
     except GeneratorExit as exc:
         try:
-            _scopes.stepping(frame, inner.close)
+            _scopes.within(frame, inner.close)
         except ProtocolError:
             if not frame.run.finished:
                 raise
             _dropped_cleanup()
-        safely(scope._finish, exc)
+        safely(invocation._finish, exc)
         raise
     except BaseException as exc:
-        safely(scope._finish, exc)
+        safely(invocation._finish, exc)
         raise
-    scope._finish(None, result)
+    invocation._finish(None, result)
     return result
 
 
@@ -175,17 +178,17 @@ def _dropped_cleanup() -> None:
     Note that a generator's cleanup could not emit because its run is over.
 
     An abandoned generator is often finalized (by the garbage collector or the
-    loop's asyncgen hook) after its run finished and closed its scope. What its
+    loop's asyncgen hook) after its run finished and closed its invocation. What its
     ``finally`` emits then has nowhere to go; raising would only surface as an
     ERROR log ("Task exception was never retrieved") far from the cause.
     """
-    _scopes._log.debug(
+    _log.debug(
         "a generator cleaned up after its run had finished; what it emitted was dropped",
         exc_info=True,
     )
 
 
-def _decorate_async_generator(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
+def _decorate_async_generator(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
@@ -197,19 +200,19 @@ def _decorate_async_generator(fn: Callable[..., Any], make: Callable[[], _Scope]
     return wrapper
 
 
-async def _step_async(frame: _scopes.Frame, awaitable: Any) -> Any:
+async def _resume_within(frame: _scopes.Frame, awaitable: Any) -> Any:
     token = _scopes.enter(frame)
     try:
         return await awaitable
     finally:
-        _scopes.leave(token, frame, "generator step", final=False)
+        _scopes.leave(token, frame, "generator resumption", final=False)
 
 
 async def _scoped_async_generator(
-    make: Callable[[], _Scope], parent: _scopes.Frame, inner: AsyncGenerator[Any, Any]
+    make: Callable[[], _Invocation], parent: _scopes.Frame, inner: AsyncGenerator[Any, Any]
 ) -> AsyncGenerator[Any, Any]:
-    scope = make()
-    frame = scope._begin(parent)
+    invocation = make()
+    frame = invocation._begin(parent)
     throw: BaseException | None = None
     value: Any = None
     try:
@@ -217,9 +220,9 @@ async def _scoped_async_generator(
             try:
                 if throw is not None:
                     pending, throw = throw, None
-                    item = await _step_async(frame, inner.athrow(pending))
+                    item = await _resume_within(frame, inner.athrow(pending))
                 else:
-                    item = await _step_async(frame, inner.asend(value))
+                    item = await _resume_within(frame, inner.asend(value))
             except StopAsyncIteration:
                 break
             try:
@@ -230,20 +233,20 @@ async def _scoped_async_generator(
                 throw = exc
     except GeneratorExit as exc:
         try:
-            await _step_async(frame, inner.aclose())
+            await _resume_within(frame, inner.aclose())
         except ProtocolError:
             if not frame.run.finished:
                 raise
             _dropped_cleanup()
-        safely(scope._finish, exc)
+        safely(invocation._finish, exc)
         raise
     except BaseException as exc:
-        safely(scope._finish, exc)
+        safely(invocation._finish, exc)
         raise
-    scope._finish(None)
+    invocation._finish(None)
 
 
-def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Scope]) -> Any:
+def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return _ScopedContextManager(make, fn(*args, **kwargs))
@@ -254,12 +257,12 @@ def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Scope]
 class _ScopedContextManager:
     """A context manager run inside a fresh scope, ``with`` block included."""
 
-    __slots__ = ("_frame", "_inner", "_make", "_scope", "_token")
+    __slots__ = ("_frame", "_inner", "_make", "_invocation", "_token")
 
-    def __init__(self, make: Callable[[], _Scope], inner: Any) -> None:
+    def __init__(self, make: Callable[[], _Invocation], inner: Any) -> None:
         self._make = make
         self._inner = inner
-        self._scope: _Scope | None = None
+        self._invocation: _Invocation | None = None
         self._frame: _scopes.Frame | None = None
         self._token: Any = None
 
@@ -267,21 +270,21 @@ class _ScopedContextManager:
         parent = _scopes.current()
         if parent is None:
             return False
-        self._scope = self._make()
-        self._frame = self._scope._begin(parent)
+        self._invocation = self._make()
+        self._frame = self._invocation._begin(parent)
         self._token = _scopes.enter(self._frame)
         return True
 
     def _close(self, exc: BaseException | None) -> None:
-        scope = self._scope
-        if scope is None:
+        invocation = self._invocation
+        if invocation is None:
             return
-        self._scope = None
+        self._invocation = None
         _scopes.leave(self._token, self._frame, "scope")
         if exc is None:
-            scope._finish(None)
+            invocation._finish(None)
         else:
-            safely(scope._finish, exc)
+            safely(invocation._finish, exc)
 
     def __enter__(self) -> Any:
         self._open()

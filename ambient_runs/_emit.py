@@ -290,6 +290,6 @@ def use(handle: Subagent) -> Callable[..., Any]:
     frame = handle._emit_frame()
 
     def run_with(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        return _scopes.stepping(frame, fn, *args, **kwargs)
+        return _scopes.within(frame, fn, *args, **kwargs)
 
     return run_with

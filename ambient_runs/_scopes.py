@@ -14,7 +14,7 @@ Two rules keep the var honest where other libraries leak (see
   recorded in the event stream by the caller, leaves the contextvar alone, and
   logs one DEBUG line. Nothing is raised into user code.
 - Generators never hold a token across ``yield``: their wrappers set the frame
-  around each step (`stepping`), so the consumer never sees the generator's
+  around each resumption (`within`), so the consumer never sees the generator's
   scope between items.
 """
 
@@ -45,8 +45,8 @@ __all__ = (
     "remove_tap",
     "require",
     "run_hooks",
-    "stepping",
     "taps",
+    "within",
 )
 
 P = ParamSpec("P")
@@ -193,7 +193,7 @@ def leave(
     leave the outer scope current, not A).
 
     Args:
-        final: The scope ends here (False: a generator step, entered again later).
+        final: The scope ends here (False: one resumption of a generator, entered again later).
 
     Returns:
         Whether the contextvar was reset.
@@ -222,11 +222,16 @@ def leave(
     return True
 
 
-def stepping(frame: Frame | None, step: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run one step of a generator with *frame* ambient, and restore the caller's frame."""
+def within(frame: Frame | None, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """
+    Call *fn* with *frame* ambient, and restore the caller's frame.
+
+    One resumption of a scoped generator (``send``/``throw``/``close``), or a
+    callback run inside a handle's scope (`ambient_runs.use`).
+    """
     token = _FRAME.set(frame)
     try:
-        return step(*args, **kwargs)
+        return fn(*args, **kwargs)
     finally:
         _FRAME.reset(token)
 
