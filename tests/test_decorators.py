@@ -18,24 +18,11 @@ from typing import Any
 
 import pytest
 from _kinds import KINDS, consume, raising
+from helpers import body, said
 
 import ambient_runs as ar
 from ambient_runs import events as ev
-from ambient_runs.testing import assert_valid, make_input, wire
-
-
-def body(run: ar.Run) -> list[dict[str, Any]]:
-    """Return the wire form of the run's events between RUN_STARTED and the terminal event."""
-    return wire(list(run.events))[1:-1]
-
-
-def said(run: ar.Run) -> list[tuple[str, str | None]]:
-    """Return (text, owner) for every TEXT_MESSAGE_CONTENT of the run."""
-    return [
-        (e.delta, e.subagent_run_id)
-        for e in run.events
-        if isinstance(e, ev.TextMessageContentEvent)
-    ]
+from ambient_runs.testing import assert_valid, make_input
 
 
 def where() -> tuple[str | None, str | None]:

@@ -25,24 +25,13 @@ from typing import Any
 
 import pytest
 from _kinds import KINDS, consume, raising
+from helpers import body, said
 from starlette.concurrency import iterate_in_threadpool
 
 import ambient_runs as ar
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs.testing import assert_valid, make_input, wire
-
-
-def body(run: ar.Run) -> list[dict[str, Any]]:
-    """Return the wire form of the run's events between RUN_STARTED and the terminal event."""
-    return wire(list(run.events))[1:-1]
-
-
-def said(events: Any) -> list[tuple[str, str | None]]:
-    """Return (text, owner) for every TEXT_MESSAGE_CONTENT."""
-    return [
-        (e.delta, e.subagent_run_id) for e in events if isinstance(e, ev.TextMessageContentEvent)
-    ]
+from ambient_runs.testing import assert_valid, make_input
 
 
 def owners_of(events: Any) -> dict[str, set[str | None]]:

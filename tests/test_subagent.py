@@ -16,15 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import body
 
 import ambient_runs as ar
 from ambient_runs import events as ev
-from ambient_runs.testing import assert_valid, make_input, wire
-
-
-def body(run: ar.Run) -> list[dict[str, Any]]:
-    """Return the wire form of the run's events between RUN_STARTED and the terminal event."""
-    return wire(list(run.events))[1:-1]
+from ambient_runs.testing import assert_valid, make_input
 
 
 def endings(run: ar.Run) -> list[dict[str, Any]]:

@@ -9,20 +9,13 @@ import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
+from helpers import said
 
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs.testing import assert_valid, make_input
-
-
-def said(events: Any) -> list[tuple[str, str | None]]:
-    """Return (text, owner) for every TEXT_MESSAGE_CONTENT."""
-    return [
-        (e.delta, e.subagent_run_id) for e in events if isinstance(e, ev.TextMessageContentEvent)
-    ]
 
 
 def report(text: str) -> str | None:
