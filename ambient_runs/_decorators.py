@@ -257,7 +257,7 @@ def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Invoca
 class _ScopedContextManager:
     """A context manager run inside a fresh scope, ``with`` block included."""
 
-    __slots__ = ("_frame", "_inner", "_make", "_invocation", "_token")
+    __slots__ = ("_frame", "_inner", "_invocation", "_make", "_token")
 
     def __init__(self, make: Callable[[], _Invocation], inner: Any) -> None:
         self._make = make

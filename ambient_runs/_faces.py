@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from ambient_runs import _scopes
+from ambient_runs._decorators import decorate
 from ambient_runs._outcomes import safely
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from ambient_runs._scopes import Frame
 
-__all__ = ("Faces",)
+__all__ = ("Faces", "SpecFaces")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -49,6 +50,8 @@ class Faces:
 
         @property
         def name(self) -> str: ...
+
+        def start(self) -> Self: ...
 
         @property
         def ended(self) -> bool: ...  # each invocation class has its own
@@ -123,3 +126,32 @@ class Faces:
     def __call__(self, fn: Any) -> Any:
         """Decorate *fn* with this invocation's `spec`: each call runs in a fresh invocation."""
         return self.spec(fn)
+
+
+Invocation = TypeVar("Invocation", bound=Faces)
+
+
+class SpecFaces(Generic[Invocation]):
+    """
+    What `SubagentSpec` and `StepSpec` share: a fresh invocation, started or decorating.
+
+    A spec provides `invocation` (a fresh invocation of itself, not started).
+    """
+
+    __slots__ = ()
+
+    def invocation(self) -> Invocation:
+        """A fresh invocation of this spec, not started yet."""
+        raise NotImplementedError
+
+    def start(self) -> Invocation:
+        """Start a fresh invocation and return it (see the invocation's ``start``)."""
+        return self.invocation().start()
+
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
+    @overload
+    def __call__(self, fn: Any) -> Any: ...
+    def __call__(self, fn: Any) -> Any:
+        """Decorate *fn*: each call runs inside a fresh invocation of this spec."""
+        return decorate(fn, self.invocation)

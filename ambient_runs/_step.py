@@ -9,16 +9,14 @@ open in); a decorated function keeps one and runs each call in a fresh `Step`.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._content import Handle
-from ambient_runs._decorators import decorate
-from ambient_runs._faces import Faces
+from ambient_runs._faces import Faces, SpecFaces
 from ambient_runs.errors import HandleClosedError, HandleWarning
 
 if TYPE_CHECKING:
@@ -33,7 +31,7 @@ R = TypeVar("R")
 
 
 @attrs.frozen
-class StepSpec:
+class StepSpec(SpecFaces["Step"]):
     """
     What a step is, apart from any invocation of it: the decorator's template.
 
@@ -49,18 +47,6 @@ class StepSpec:
     def invocation(self) -> Step:
         """A fresh invocation of this spec, not started yet."""
         return Step._of(self)
-
-    def start(self) -> Step:
-        """Start a fresh invocation (``STEP_STARTED``) and return it; see `Step.start`."""
-        return Step._of(self).start()
-
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
-    @overload
-    def __call__(self, fn: Any) -> Any: ...
-    def __call__(self, fn: Any) -> Any:
-        """Decorate *fn*: each call runs inside a fresh invocation of this spec."""
-        return decorate(fn, self.invocation)
 
 
 _new = object.__new__

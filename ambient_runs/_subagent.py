@@ -15,16 +15,15 @@ spec and its own lifecycle: started, ended, its frame and its open handles.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._decorators import decorate
 from ambient_runs._emitters import ContentEmitters
-from ambient_runs._faces import Faces
+from ambient_runs._faces import Faces, SpecFaces
 from ambient_runs._outcomes import result_form, result_json, subagent_ending
 from ambient_runs._step import Step
 from ambient_runs.errors import (
@@ -66,7 +65,7 @@ _OPTIONAL_TEXT = (
 
 
 @attrs.frozen
-class SubagentSpec:
+class SubagentSpec(SpecFaces["Subagent"]):
     """
     What a subagent is, apart from any invocation of it: the decorator's template.
 
@@ -121,18 +120,6 @@ class SubagentSpec:
     def invocation(self) -> Subagent:
         """A fresh invocation of this spec, not started yet."""
         return Subagent._of(self)
-
-    def start(self) -> Subagent:
-        """Start a fresh invocation (``SUBAGENT_STARTED``) and return it; see `Subagent.start`."""
-        return Subagent._of(self).start()
-
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
-    @overload
-    def __call__(self, fn: Any) -> Any: ...
-    def __call__(self, fn: Any) -> Any:
-        """Decorate *fn*: each call runs inside a fresh invocation of this spec."""
-        return decorate(fn, self.invocation)
 
 
 class Emitters(ContentEmitters):
