@@ -328,18 +328,18 @@ _ID_FIELDS: dict[type[ev.BaseEvent], tuple[str, ...]] = {
     for cls in ev.ATTRIBUTABLE
 }
 
-# Events that claim an entity: (owner table, id field).
-_CLAIMS_ENTITY: dict[type[ev.BaseEvent], tuple[str, str]] = {
-    ev.TextMessageStartEvent: ("message", "message_id"),
-    ev.TextMessageChunkEvent: ("message", "message_id"),
-    ev.ToolCallStartEvent: ("tool", "tool_call_id"),
-    ev.ToolCallChunkEvent: ("tool", "tool_call_id"),
-    ev.ToolCallResultEvent: ("message", "message_id"),
-    ev.ReasoningStartEvent: ("reasoning", "message_id"),
-    ev.ReasoningMessageStartEvent: ("reasoning", "message_id"),
-    ev.ReasoningMessageChunkEvent: ("reasoning", "message_id"),
-    ev.ActivitySnapshotEvent: ("activity", "message_id"),
-}
+# Events that claim an entity: a start, a one-event entity, a chunk that may open one.
+_CLAIMERS: tuple[type[ev.BaseEvent], ...] = (
+    ev.TextMessageStartEvent,
+    ev.TextMessageChunkEvent,
+    ev.ToolCallStartEvent,
+    ev.ToolCallChunkEvent,
+    ev.ToolCallResultEvent,
+    ev.ReasoningStartEvent,
+    ev.ReasoningMessageStartEvent,
+    ev.ReasoningMessageChunkEvent,
+    ev.ActivitySnapshotEvent,
+)
 # Events that continue an entity: an untagged one inherits the owner on record.
 _CONTINUES: dict[type[ev.BaseEvent], tuple[str, str]] = {
     ev.TextMessageStartEvent: ("message", "message_id"),
@@ -358,6 +358,11 @@ _CONTINUES: dict[type[ev.BaseEvent], tuple[str, str]] = {
     ev.ReasoningEndEvent: ("reasoning", "message_id"),
     ev.ActivitySnapshotEvent: ("activity", "message_id"),
     ev.ActivityDeltaEvent: ("activity", "message_id"),
+}
+# What each claims, (owner table, id field): as _CONTINUES says, and a tool result
+# (which continues nothing) its message id.
+_CLAIMS_ENTITY: dict[type[ev.BaseEvent], tuple[str, str]] = {
+    cls: _CONTINUES.get(cls, ("message", "message_id")) for cls in _CLAIMERS
 }
 _CHUNK_LANE: dict[type[ev.BaseEvent], str] = {
     ev.TextMessageChunkEvent: "message",

@@ -11,6 +11,7 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
     ├── ProtocolError (ValueError)          an event that breaks AG-UI 1.0 sequencing
     ├── NoActiveRunError (LookupError)      an emitter called outside any run
     ├── HandleClosedError (RuntimeError)    a continuation on a handle already ended
+    ├── MissingExtraError (ImportError)     an optional integration imported without its extra
     ├── RelayError (RuntimeError)           a relayed agent's run failed, or its stream broke
     └── RunCancelledError (RuntimeError)    raised by Run.check_cancelled() once cancelled
 
@@ -33,6 +34,7 @@ __all__ = (
     "InvalidInputError",
     "InvalidJSONError",
     "LeftOpenWarning",
+    "MissingExtraError",
     "NoActiveRunError",
     "ProtocolError",
     "RelayError",
@@ -116,6 +118,25 @@ class HandleClosedError(AmbientRunsError, RuntimeError):
 
     .. versionadded:: 0.1.0
     """
+
+
+class MissingExtraError(AmbientRunsError, ImportError):
+    """
+    An optional integration was imported without the extra that installs what it needs.
+
+    Raised by importing ``ambient_runs.adapters.*`` or ``ambient_runs.stores.redis``
+    when their third-party package is absent; the message names the extra to
+    install. ``name`` is the missing top-level module, as for any ImportError.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, *, module: str, needs: str, extra: str, name: str) -> None:
+        super().__init__(
+            f"{module} needs {needs}, which is not installed: pip install 'ambient-runs[{extra}]'",
+            name=name,
+        )
+        self.extra = extra
 
 
 class RelayError(AmbientRunsError, RuntimeError):

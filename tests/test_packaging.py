@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import ambient_runs
 
 ROOT = Path(__file__).parent.parent
@@ -129,3 +131,37 @@ class TestDependencies:
             assert sorted(names) == list(names), info.name
             if not info.name.startswith("_"):
                 assert info.name.replace("_", "-") in extras, info.name
+
+
+class TestMissingExtras:
+    """Each optional module, imported without its package, says which extra installs it."""
+
+    @pytest.mark.parametrize(
+        ("module", "blocked", "extra"),
+        [
+            ("ambient_runs.adapters.http", "httpx", "http"),
+            ("ambient_runs.adapters.langgraph", "langgraph", "langgraph"),
+            ("ambient_runs.adapters.openai_agents", "agents", "openai-agents"),
+            ("ambient_runs.adapters.otel", "opentelemetry", "otel"),
+            ("ambient_runs.adapters.pydantic_ai", "pydantic_ai", "pydantic-ai"),
+            ("ambient_runs.stores.redis", "redis", "redis"),
+        ],
+    )
+    def test_import_raises_missing_extra_error(
+        self, module: str, blocked: str, extra: str
+    ) -> None:
+        code = (
+            f"import sys; sys.modules[{blocked!r}] = None\n"
+            "import ambient_runs\n"
+            f"try:\n    import {module}\n"
+            "except ambient_runs.MissingExtraError as e:\n"
+            "    print(isinstance(e, ImportError), e.name, e.extra, e, sep='|')\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+        ok, name, got_extra, message = out.split("|")
+        assert ("True", blocked, extra) == (ok, name, got_extra)
+        assert message.startswith(f"{module} needs ")
+        assert message.endswith(f"pip install 'ambient-runs[{extra}]'")

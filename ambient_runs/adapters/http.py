@@ -49,14 +49,14 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from ambient_runs.errors import MissingExtraError
+
 try:
     import httpx
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    msg = (
-        "ambient_runs.adapters.http needs httpx, which is not installed: "
-        "pip install 'ambient-runs[http]'"
-    )
-    raise ImportError(msg, name="httpx") from exc
+    raise MissingExtraError(
+        module="ambient_runs.adapters.http", needs="httpx", extra="http", name="httpx"
+    ) from exc
 
 import attrs
 

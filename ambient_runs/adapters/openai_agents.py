@@ -85,6 +85,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ambient_runs.errors import MissingExtraError
+
 try:
     from agents import RunState
     from agents import run as _sdk_run
@@ -95,11 +97,12 @@ try:
     )
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    msg = (
-        "ambient_runs.adapters.openai_agents needs the OpenAI Agents SDK: "
-        "pip install 'ambient-runs[openai-agents]'"
-    )
-    raise ImportError(msg, name="agents") from exc
+    raise MissingExtraError(
+        module="ambient_runs.adapters.openai_agents",
+        needs="the OpenAI Agents SDK",
+        extra="openai-agents",
+        name="agents",
+    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import (

@@ -85,16 +85,19 @@ spans; runs in flight at ``uninstrument`` keep theirs until they end.
 
 from __future__ import annotations
 
+from ambient_runs.errors import MissingExtraError
+
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 except ImportError as error:  # pragma: no cover - exercised in a subprocess
-    msg = (
-        "ambient_runs.adapters.otel needs OpenTelemetry's API: "
-        "pip install 'ambient-runs[otel]' (or opentelemetry-api)"
-    )
-    raise ImportError(msg, name=error.name) from error
+    raise MissingExtraError(
+        module="ambient_runs.adapters.otel",
+        needs="OpenTelemetry's API",
+        extra="otel",
+        name="opentelemetry",
+    ) from error
 
 import contextlib
 import logging

@@ -85,6 +85,8 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
+from ambient_runs.errors import MissingExtraError
+
 try:
     from pydantic_ai import messages as _pm
     from pydantic_ai.exceptions import ToolFailed
@@ -96,11 +98,12 @@ try:
         ToolDenied,
     )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the packaging test
-    msg = (
-        "ambient_runs.adapters.pydantic_ai needs pydantic-ai: "
-        "pip install 'ambient-runs[pydantic-ai]'"
-    )
-    raise ImportError(msg, name="pydantic_ai") from exc
+    raise MissingExtraError(
+        module="ambient_runs.adapters.pydantic_ai",
+        needs="pydantic-ai",
+        extra="pydantic-ai",
+        name="pydantic_ai",
+    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import (

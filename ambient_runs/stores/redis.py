@@ -32,6 +32,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from ambient_runs.errors import MissingExtraError
 from ambient_runs.stores import (
     DEFAULT_MAX_EVENTS,
     DEFAULT_RETENTION,
@@ -47,8 +48,9 @@ from ambient_runs.stores import (
 try:
     import redis.asyncio as aioredis
 except ImportError as error:  # pragma: no cover - exercised without the extra
-    msg = "RedisStore needs the redis client: pip install 'ambient-runs[redis]'"
-    raise ImportError(msg) from error
+    raise MissingExtraError(
+        module="ambient_runs.stores.redis", needs="the redis client", extra="redis", name="redis"
+    ) from error
 
 __all__ = ("RedisStore",)
 
