@@ -347,6 +347,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m ambient_runs",
         description="ambient_runs: stream AG-UI 1.0 events from Python agents.",
     )
+    parser.add_argument("--version", action="version", version=f"ambient-runs {ar.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
         "demo",

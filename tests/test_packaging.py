@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import email
 import importlib
+import json
 import pkgutil
+import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -77,6 +81,17 @@ class TestPublicSurface:
         """The package has a version string."""
         assert isinstance(ambient_runs.__version__, str)
 
+    def test_python_m_prints_the_version(self) -> None:
+        """``python -m ambient_runs --version`` prints the package's version and exits 0."""
+        out = subprocess.run(
+            [sys.executable, "-m", "ambient_runs", "--version"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+
+        assert f"ambient-runs {ambient_runs.__version__}\n" == out.stdout
+
 
 class TestDependencies:
     def test_runtime_dependencies_are_exactly_the_design_card(self) -> None:
@@ -92,7 +107,8 @@ class TestDependencies:
             "import sys, pkgutil, importlib, ambient_runs\n"
             "for m in pkgutil.iter_modules(ambient_runs.__path__):\n"
             "    if m.name != '__main__': importlib.import_module('ambient_runs.' + m.name)\n"
-            "bad = {'starlette', 'fastapi', 'uvicorn', 'anyio', 'pydantic', 'ag_ui', 'httpx'}\n"
+            "bad = {'starlette', 'fastapi', 'uvicorn', 'anyio', 'pydantic', 'ag_ui', 'httpx',\n"
+            "       'redis', 'opentelemetry', 'pydantic_ai', 'langgraph', 'agents', 'trio'}\n"
             "print(sorted(bad & {k.split('.')[0] for k in sys.modules}))\n"
         )
         out = subprocess.run(
@@ -165,3 +181,134 @@ class TestMissingExtras:
         assert ("True", blocked, extra) == (ok, name, got_extra)
         assert message.startswith(f"{module} needs ")
         assert message.endswith(f"pip install 'ambient-runs[{extra}]'")
+
+
+# What a module that needs an extra says when it is imported without it.
+_NEEDS_EXTRA = re.compile(r"pip install 'ambient-runs\[([a-z-]+)\]'")
+
+_FRESH_CHECK = """
+import importlib, json, pkgutil, sys
+import ambient_runs
+ours = set(sys.stdlib_module_names) | {"__main__", "ambient_runs"}
+third = lambda: sorted({k.split('.')[0] for k in sys.modules} - ours)
+report = {"plain": third(), "modules": {}}
+for info in pkgutil.walk_packages(ambient_runs.__path__, "ambient_runs."):
+    if info.name.endswith("__main__"):
+        continue
+    try:
+        importlib.import_module(info.name)
+        report["modules"][info.name] = None
+    except ImportError as error:
+        report["modules"][info.name] = str(error)
+report["after"] = third()
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Build the wheel with pip and install it, with its dependencies only, into a new venv."""
+    where = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(where), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = where.glob("ambient_runs-*.whl")
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    return wheel, python
+
+
+class TestWheel:
+    def test_metadata_names_licence_urls_classifiers_and_every_extra(
+        self, fresh_install: tuple[Path, Path]
+    ) -> None:
+        """The built wheel carries the MIT licence file, the URLs, classifiers and extras."""
+        wheel, _ = fresh_install
+        version = ambient_runs.__version__
+        with zipfile.ZipFile(wheel) as archive:
+            info = f"ambient_runs-{version}.dist-info"
+            metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
+            licence = archive.read(f"{info}/licenses/LICENSE").decode()
+        extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "optional-dependencies"
+        ]
+
+        assert "MIT" == metadata["License-Expression"]
+        assert licence.startswith("MIT License\n")
+        assert (ROOT / "LICENSE").read_text() == licence
+        assert "text/markdown" == metadata["Description-Content-Type"]
+        assert metadata.get_all("Project-URL")
+        assert "Programming Language :: Python :: 3.11" in metadata.get_all("Classifier")
+        assert "Typing :: Typed" in metadata.get_all("Classifier")
+        assert sorted(extras) == sorted(metadata.get_all("Provides-Extra"))
+        assert metadata.get_payload().startswith("# ambient_runs")
+
+    def test_installed_wheel_prints_its_version(self, fresh_install: tuple[Path, Path]) -> None:
+        """In a fresh venv, ``python -m ambient_runs --version`` works from the wheel."""
+        _, python = fresh_install
+        out = subprocess.run(
+            [str(python), "-m", "ambient_runs", "--version"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=python.parent,
+        )
+
+        assert f"ambient-runs {ambient_runs.__version__}\n" == out.stdout
+
+    def test_import_needs_only_the_runtime_dependencies(
+        self, fresh_install: tuple[Path, Path]
+    ) -> None:
+        """
+        In a venv holding the wheel and its three dependencies, every module imports.
+
+        ``import ambient_runs`` loads attrs, cattrs and jsonpatch (and what they
+        need) and nothing else; the modules that need an extra raise ImportError
+        naming an extra that pyproject declares, and only those.
+        """
+        _, python = fresh_install
+        out = subprocess.run(
+            [str(python), "-c", _FRESH_CHECK],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=python.parent,
+        )
+        report = json.loads(out.stdout)
+        extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "optional-dependencies"
+        ]
+        failed = {name: error for name, error in report["modules"].items() if error is not None}
+        named = {name: _NEEDS_EXTRA.search(error) for name, error in failed.items()}
+
+        runtime = {"attr", "attrs", "cattrs", "jsonpatch", "jsonpointer", "typing_extensions"}
+        assert set(report["plain"]) <= runtime
+        assert set(report["after"]) <= runtime
+        assert {"attrs", "cattrs", "jsonpatch"} <= set(report["plain"])
+        assert {} == {name: failed[name] for name, match in named.items() if match is None}
+        assert set() == {m.group(1) for m in named.values() if m} - set(extras)
+        assert all(
+            name.startswith(("ambient_runs.adapters.", "ambient_runs.stores.")) for name in failed
+        )
+        assert "ambient_runs.adapters.http" in failed
+
+
+class TestReadme:
+    def test_install_section_lists_every_extra(self) -> None:
+        """The README's opening tells a user how to install the library and each extra."""
+        readme = (ROOT / "README.md").read_text()
+        opening = readme.split("\n## ", 1)[0]
+        extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "optional-dependencies"
+        ]
+
+        assert "pip install ambient-runs " in opening
+        assert [] == [extra for extra in extras if f"| `[{extra}]` |" not in opening]
