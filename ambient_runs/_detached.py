@@ -6,13 +6,16 @@ Detached runs: an agent that keeps running when its client goes, logged to a `Ru
 - ``POST`` (a `RunAgentInput`) opens the run's log in the store and starts the
   agent in a task of its own, owned by this worker. Every event is appended to
   the store, batched per loop tick (one append per batch, while the previous
-  one is in flight the next batch gathers), *before* any client sees it: the
-  response is a follower of the log like any other. A client that disconnects
-  stops following; the run goes on.
+  one is in flight the next batch gathers), *before* any client sees it. The
+  owner keeps the frames of what the store has acknowledged in memory (the
+  last `_KEEP` events) and serves its own followers from there, the response
+  included: they never read back from the store what this process just wrote.
+  A client that disconnects stops following; the run goes on.
 - ``GET …/threads/{threadId}/runs/{runId}`` with ``Last-Event-ID`` (or
   ``?after=<id>``) sends the frames after that id and follows the run live to
   its terminal event; without a cursor it *joins*: a prelude folded from the
-  log (`ambient_runs.stores.RunView`), then the live tail. Any worker serves it.
+  log (`ambient_runs.stores.RunView`), then the live tail. Any worker serves it:
+  the owner from memory, the others from the store.
 - ``POST …/threads/{threadId}/runs/{runId}/cancel`` asks the owner (on any
   worker) to cancel: it ends with the ``cancelled`` outcome.
 
@@ -67,6 +70,7 @@ _ROUTE = re.compile(r"(?:^|/)threads/([^/]+)/runs/([^/]+?)(/cancel)?/?$")
 _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
 _HIGH_WATER = 4096  # events waiting for the store before the agent's drain() waits
 _CATCH_UP = 5000  # entries per read while replaying
+_KEEP = 65_536  # acknowledged frames the owner keeps for its own followers
 
 _STREAM_HEADERS = [
     (b"content-type", sse.CONTENT_TYPE.encode()),
@@ -183,9 +187,12 @@ class Detached:
                 return
             after = int(text)
         key = (thread_id, run_id)
+        owned = self._runs.get(key)
         try:
             if after is None:
                 head, cursor_at, ended = await self._prelude(key)
+            elif owned is not None and after >= owned.base:
+                head, cursor_at, ended = b"", after, False  # all in this process's memory
             else:
                 head, cursor_at, ended = await self._replay(key, after)
         except RunNotFoundError as error:
@@ -233,14 +240,13 @@ class Detached:
         while True:
             page = await self.store.read(*key, after, limit=_CATCH_UP)
             entries.extend(page.entries)
-            if len(page.entries) < _CATCH_UP:
+            if not page.entries or (page.end is not None and page.entries[-1][0] >= page.end):
                 return entries, page.end
             after = page.entries[-1][0]
 
     async def _replay(self, key: tuple[str, str], after: int) -> tuple[bytes, int, bool]:
         entries, end = await self._read_all(key, after)
-        frame = sse.frame
-        head = b"".join([frame(data, id=seq) for seq, data in entries])
+        head = sse._numbered(entries)
         at = entries[-1][0] if entries else after
         return head, at, end is not None and at >= end
 
@@ -288,27 +294,77 @@ class Detached:
                 task.result()
 
     async def _pump(self, key: tuple[str, str], after: int, send: _Send) -> None:
-        keep_alive = self.keep_alive
-        poll = min(1.0, self.lease / 3, keep_alive or 1.0)
-        quiet_since = time.monotonic()
-        frame = sse.frame
+        """Send the log after *after* to its end: from memory while this worker owns the run."""
+        owned = self._runs.get(key)
         try:
-            async for entries in _tail(self.store, *key, after, poll=poll):
-                if entries:
-                    await _body(send, b"".join([frame(data, id=seq) for seq, data in entries]))
-                    quiet_since = time.monotonic()
-                elif keep_alive is not None and time.monotonic() - quiet_since >= keep_alive:
-                    await _body(send, sse.KEEP_ALIVE)
-                    quiet_since = time.monotonic()
+            if owned is not None:
+                at = await self._pump_owned(owned, after, send)
+                if at is None:
+                    return
+                after = at  # the store refused the owner: what it holds now decides
+            await self._pump_store(key, after, send)
         except (RunNotFoundError, EventsExpiredError) as error:
             # The log went away under us (retention, trimming): say so in the stream.
             failed = ev.RunErrorEvent(message=str(error), code="events_expired")
-            await _body(send, frame(encode_json(failed)))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await _body(send, sse.frame(encode_json(failed)))
+        finally:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _pump_owned(self, owned: _Owned, after: int, send: _Send) -> int | None:
+        """
+        Follow a run this worker owns, from the frames it keeps; None once its end is sent.
+
+        A follower further behind than the frames kept catches up from the store
+        first. If the store refused the owner's append (another worker declared
+        it lost), return the position reached: the rest is in the store.
+        """
+        keep_alive = self.keep_alive
+        while True:
+            news = owned.news
+            if after < owned.acked:
+                if after < owned.base:
+                    page = await self.store.read(*owned.key, after, limit=_CATCH_UP)
+                    if page.entries:
+                        await _body(send, sse._numbered(page.entries))
+                        after = page.entries[-1][0]
+                        continue
+                    return after
+                base = owned.base
+                chunk = b"".join(owned.frames[after - base : owned.acked - base])
+                after = owned.acked
+                await _body(send, chunk)
+                continue
+            if owned.end is not None and after >= owned.end:
+                return None
+            if owned.broken:
+                return after
+            done, _ = await asyncio.wait((news,), timeout=keep_alive)
+            if not done:
+                await _body(send, sse.KEEP_ALIVE)
+
+    async def _pump_store(self, key: tuple[str, str], after: int, send: _Send) -> None:
+        """Follow a run in the store (another worker's, or ended), to its terminal event."""
+        keep_alive = self.keep_alive
+        poll = min(1.0, self.lease / 3, keep_alive or 1.0)
+        quiet_since = time.monotonic()
+        async for entries in _tail(self.store, *key, after, poll=poll):
+            if entries:
+                await _body(send, sse._numbered(entries))
+                quiet_since = time.monotonic()
+            elif keep_alive is not None and time.monotonic() - quiet_since >= keep_alive:
+                await _body(send, sse.KEEP_ALIVE)
+                quiet_since = time.monotonic()
 
 
 class _Owned:
-    """One run this worker owns: the agent, its log writer, its lease and its cancel watch."""
+    """
+    One run this worker owns: the agent, its log writer, its lease and its cancel watch.
+
+    What the store has acknowledged is kept here as SSE frames, for this worker's
+    own followers: ``frames[i]`` is the frame of event ``base + i + 1``, up to
+    *acked*; at most about `_KEEP` of them (older ones are dropped, a follower
+    that far behind reads the store). *news* resolves at each acknowledgement.
+    """
 
     def __init__(self, detached: Detached, events: EventStream) -> None:
         self.detached = detached
@@ -327,6 +383,12 @@ class _Owned:
         self.done: asyncio.Future[None] = self.loop.create_future()
         self.tasks: list[asyncio.Task[Any]] = []
         self.driver: asyncio.Task[None] | None = None
+        self.frames: list[bytes] = []
+        self.base = 0
+        self.acked = 0
+        self.end: int | None = None  # the terminal event's number, once acknowledged
+        self.broken = False  # the store refused an append: followers read the store
+        self.news: asyncio.Future[None] = self.loop.create_future()
         run.add_tap(self.tap)
 
     def start(self) -> None:
@@ -403,7 +465,8 @@ class _Owned:
                     final = self.final
                 if not batch:
                     continue
-                await self._append(batch, final)
+                last = await self._append(batch, final)
+                self._acknowledged(batch, last, final)
                 if len(self.pending) <= _HIGH_WATER // 2:
                     self.room.set()
                 if final:
@@ -412,17 +475,39 @@ class _Owned:
             # A follower declared this worker lost (its lease lapsed), or the log was
             # deleted: the run is over for everyone else, so stop it here too.
             _log.warning("detached run %r stopped: %s", key[1], error)
+            self.broken = True
             self.room.set()
             self.cancel()
         finally:
             self._finished()
 
-    async def _append(self, batch: list[bytes], final: bool) -> None:
+    def _acknowledged(self, batch: list[bytes], last: int, final: bool) -> None:
+        """The store holds *batch*, ending at *last*: keep its frames, wake the followers."""
+        frames = self.frames
+        first = last - len(batch) + 1
+        if first != self.acked + 1:  # someone else wrote to the log: keep nothing before
+            frames.clear()
+            self.base = first - 1
+        numbered = zip(range(first, last + 1), batch, strict=True)
+        frames += [b"id: %d\ndata: %s\n\n" % entry for entry in numbered]
+        self.acked = last
+        if final:
+            self.end = last
+        if len(frames) > 2 * _KEEP:
+            cut = len(frames) - _KEEP
+            del frames[:cut]
+            self.base += cut
+        self._announce()
+
+    def _announce(self) -> None:
+        news, self.news = self.news, self.loop.create_future()
+        news.set_result(None)
+
+    async def _append(self, batch: list[bytes], final: bool) -> int:
         delay = 0.05
         while True:
             try:
-                await self.store.append(*self.key, batch, final=final)
-                return
+                return await self.store.append(*self.key, batch, final=final)
             except (RunEndedError, RunNotFoundError):
                 raise
             except Exception as error:  # the store is unreachable: retry, the lease decides
@@ -432,6 +517,9 @@ class _Owned:
 
     def _finished(self) -> None:
         self.detached._runs.pop(self.key, None)
+        if self.end is None:
+            self.broken = True  # stopped before its end was logged: the store has the rest
+        self._announce()
         for task in self.tasks:
             if task is not asyncio.current_task() and task is not self.driver:
                 task.cancel()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
 
 from ambient_runs import events as ev
 from ambient_runs._wire import encode_json, framed
@@ -84,6 +84,11 @@ def frame(data: bytes, *, id: int | str | None = None) -> bytes:
         msg = f"an SSE id cannot hold a line break or NUL: {text!r}"
         raise ValueError(msg)
     return b"id: " + text.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def _numbered(entries: Iterable[tuple[int, bytes]]) -> bytes:
+    """The frames of ``(id, json)`` pairs with integer ids, joined: `frame` for each, faster."""
+    return b"".join([b"id: %d\ndata: %s\n\n" % entry for entry in entries])
 
 
 def frames(

@@ -116,6 +116,69 @@ class TestLog:
         assert caught.value.first > 1
         page = await store.read("t", "r", 295)
         assert [s for s, _ in page.entries] == [296, 297, 298, 299, 300]
+        kept = await store.read("t", "r", 250, limit=100)  # at least the last 50 are kept
+        assert [s for s, _ in kept.entries] == list(range(251, 301))
+
+    async def test_reads_span_many_batches_and_stop_at_the_limit(self, store: RunStore) -> None:
+        await opened(store, "many")
+        for i in range(45):  # more batches than one scan of the log holds
+            await store.append("t", "many", events(1, i))
+
+        every = await store.read("t", "many", 0, limit=1000)
+        middle = await store.read("t", "many", 10, limit=30)
+
+        assert [s for s, _ in every.entries] == list(range(1, 46))
+        assert [json.loads(e)["value"] for _, e in every.entries] == list(range(45))
+        assert [s for s, _ in middle.entries] == list(range(11, 41))
+
+    async def test_a_cursor_inside_a_batch_reads_the_rest_of_it(self, store: RunStore) -> None:
+        await opened(store)
+        await store.append("t", "r", events(10))
+        await store.append("t", "r", events(10, 10), final=True)
+
+        for after in (0, 4, 9, 10, 15, 19):
+            page = await store.read("t", "r", after, limit=7)
+            seqs = list(range(after + 1, min(after + 8, 21)))
+            assert [s for s, _ in page.entries] == seqs, after
+            assert [json.loads(e)["value"] for _, e in page.entries] == [s - 1 for s in seqs]
+        assert (await store.read("t", "r", 20)).entries == []
+
+    async def test_a_line_break_in_an_event_is_refused(self, store: RunStore) -> None:
+        await opened(store)
+        with pytest.raises(ValueError, match="event 1 of the batch holds a line break"):
+            await store.append("t", "r", [b"{}", b'{"a":\n1}'])
+        with pytest.raises(ValueError, match="line break"):
+            await store.append("t", "r", [b'{"a":1}\r'])
+        with pytest.raises(ValueError, match="final append needs the terminal event"):
+            await store.append("t", "r", [], final=True)
+
+        assert (await store.info("t", "r")).last == 0
+
+
+class TestRedisLayout:
+    async def test_each_append_is_one_stream_entry(self, redis_url: str) -> None:
+        import redis.asyncio as aioredis
+
+        prefix = f"t-{uuid.uuid4().hex}:"
+        store = RedisStore(redis_url, prefix=prefix, max_events=25)
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            await opened(store)
+            await store.append("t", "r", events(3))
+            await store.append("t", "r", events(4, 3))
+            key = f"{prefix}1:t:r:events"
+
+            batches = await client.xrange(key)
+            assert [(i, f[b"f"]) for i, f in batches] == [(b"0-3", b"1"), (b"0-7", b"4")]
+            assert batches[1][1][b"d"].split(b"\n") == events(4, 3)
+
+            for i in range(6):  # 37 events; the last 25 are 13-37: batches ending before 13 go
+                await store.append("t", "r", events(5, 7 + 5 * i))
+            kept = [i for i, _ in await client.xrange(key)]
+            assert kept == [b"0-17", b"0-22", b"0-27", b"0-32", b"0-37"]
+        finally:
+            await client.aclose()
+            await store.aclose()
 
 
 class TestFollow:

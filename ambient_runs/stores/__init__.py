@@ -185,10 +185,18 @@ class RunStore(Protocol):
         self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
     ) -> int:
         """
-        Append *events* (JSON) in order; with *final*, the last one is the terminal event.
+        Append *events* in order; with *final*, the last one is the terminal event.
+
+        Each event is compact JSON on one line (as `ambient_runs.encode_json`
+        writes it, and as an SSE ``data:`` line needs). The events of one call
+        are one batch: `RedisStore` keeps each batch as one stream entry, so
+        callers append what they have gathered at once (a detached run
+        appends once per loop tick).
 
         Returns the sequence number of the last one. Raises `RunEndedError` once
-        the run has ended, `RunNotFoundError` if it is not in the store.
+        the run has ended, `RunNotFoundError` if it is not in the store, and
+        ``ValueError`` for an event holding a line break, or a *final* append
+        with no events.
         """
 
     async def read(
@@ -224,6 +232,25 @@ class RunStore(Protocol):
 
     async def aclose(self) -> None:
         """Release the store's connections."""
+
+
+def _check_lines(data: bytes, events: Sequence[bytes]) -> None:
+    """Raise ValueError unless *data*, *events* joined by newlines, has no other line break."""
+    if data.count(b"\n") == len(events) - 1 and b"\r" not in data:
+        return
+    for index, event in enumerate(events):
+        if b"\n" in event or b"\r" in event:
+            msg = (
+                f"event {index} of the batch holds a line break: a run store keeps compact "
+                "JSON on one line; encode events with ambient_runs.encode_json"
+            )
+            raise ValueError(msg)
+
+
+def _check_final(events: Sequence[bytes], final: bool) -> None:
+    if final and not events:
+        msg = "a final append needs the terminal event: pass it in events"
+        raise ValueError(msg)
 
 
 def worker_lost_event(lease: float) -> bytes:
@@ -393,6 +420,8 @@ class MemoryStore:
         self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
     ) -> int:
         """See `RunStore.append`."""
+        _check_final(events, final)
+        _check_lines(b"\n".join(events), events)
         run = self._get(thread_id, run_id)
         if run.end is not None:
             raise _ended(thread_id, run_id)

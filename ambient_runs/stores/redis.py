@@ -4,9 +4,16 @@
 Needs the ``redis`` extra (``pip install ambient-runs[redis]``, redis-py's
 asyncio client) and Redis ≥ 6.2. Per run, under *prefix*:
 
-- ``…:events``, a stream: one entry per event, under the id ``0-<seq>``
-  (so the sequence numbers are dense and the same as `MemoryStore`'s), capped
-  with ``XADD MAXLEN ~ max_events``; followers wait on it with ``XREAD BLOCK``;
+- ``…:events``, a stream with one entry per **batch** of events (one
+  `RunStore.append`: what a detached run emitted in one loop tick). The entry's
+  id is ``0-<last>``, the sequence number of the batch's last event; its fields
+  are ``f``, the sequence number of its first event, and ``d``, the batch's
+  events (compact JSON) joined by newlines. Reading after a cursor is one
+  ``XRANGE`` from ``0-<cursor + 1>``: the first entry it returns is the batch
+  holding the event right after the cursor, sliced in this process. Followers
+  wait on it with ``XREAD BLOCK``. The size bound trims whole batches with
+  ``XADD … MINID 0-<last - max_events + 1>``, so at least the last
+  *max_events* events are always kept;
 - ``…:meta``, a hash: the input, the owner, the lease, the last and the end
   sequence numbers;
 - ``…:lease``, the owner's lease (``SET … PX``), renewed by the owner; its
@@ -14,10 +21,12 @@ asyncio client) and Redis ≥ 6.2. Per run, under *prefix*:
 - ``…:cancel``, set by a cancel request, which is also published on the
   ``<prefix>cancel`` channel so the owner hears it at once.
 
-Appends, ends and cancels are Lua scripts, so an append after the end, or two
-followers ending a lost run at once, cannot interleave. While a run is live
-its keys expire *retention* + its lease after the last append or renewal (an
-abandoned run cleans itself up); once ended, *retention* after the end.
+Appends, reads, ends and cancels are Lua scripts of one round trip each, so an
+append after the end, or two followers ending a lost run at once, cannot
+interleave, and a read sees the log and its end as of one instant. While a run
+is live its keys expire *retention* + its lease after the last append or
+renewal (an abandoned run cleans itself up); once ended, *retention* after the
+end.
 
 Keys of one run share no hash tag: this store targets a single Redis (or a
 primary with replicas), not Redis Cluster.
@@ -39,6 +48,8 @@ from ambient_runs.stores import (
     Entry,
     Page,
     RunInfo,
+    _check_final,
+    _check_lines,
     _ended,
     _exists,
     _expired,
@@ -55,6 +66,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 __all__ = ("RedisStore",)
 
 _LIVE_SLACK = 60.0  # seconds a live run's keys outlast its last append, besides retention
+_SCAN = 64  # stream entries (batches) per XRANGE inside the read script
 
 # KEYS: meta, events, lease, cancel. ARGV: input, owner, lease ms, live ttl.
 _CREATE = """
@@ -66,26 +78,59 @@ redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
 return 1
 """
 
-# KEYS: meta, events, lease, cancel. ARGV: max_events, live ttl, final, retention, event...
+# One batch, as one stream entry. KEYS: meta, events, lease, cancel.
+# ARGV: max_events, live ttl, final, retention, count, the events joined by newlines.
 _APPEND = """
 local meta = KEYS[1]
-if redis.call('EXISTS', meta) == 0 then return -1 end
-if redis.call('HEXISTS', meta, 'end') == 1 then return -2 end
-local last = tonumber(redis.call('HGET', meta, 'last'))
-for i = 5, #ARGV do
-  last = last + 1
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '0-' .. last, 'e', ARGV[i])
+local state = redis.call('HMGET', meta, 'last', 'end')
+if not state[1] then return -1 end
+if state[2] then return -2 end
+local first = tonumber(state[1]) + 1
+local last = first + tonumber(ARGV[5]) - 1
+local keep = last - tonumber(ARGV[1]) + 1
+if keep > 1 then
+  redis.call('XADD', KEYS[2], 'MINID', '0-' .. keep, '0-' .. last, 'f', first, 'd', ARGV[6])
+else
+  redis.call('XADD', KEYS[2], '0-' .. last, 'f', first, 'd', ARGV[6])
 end
-redis.call('HSET', meta, 'last', last)
 local ttl = ARGV[2]
 if ARGV[3] == '1' then
-  redis.call('HSET', meta, 'end', last)
+  redis.call('HSET', meta, 'last', last, 'end', last)
   redis.call('DEL', KEYS[3], KEYS[4])
   ttl = ARGV[4]
+else
+  redis.call('HSET', meta, 'last', last)
 end
 redis.call('PEXPIRE', meta, ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 return last
+"""
+
+# The batches holding the events after a cursor, with the log's last and end, at once.
+# KEYS: meta, events. ARGV: after, limit (events), scan.
+# Returns false for no run, else {last, end or '', first_1, data_1, first_2, data_2, ...}.
+_READ = """
+local state = redis.call('HMGET', KEYS[1], 'last', 'end')
+if not state[1] then return false end
+local out = {state[1], state[2] or ''}
+local after = tonumber(ARGV[1])
+local want = tonumber(ARGV[2])
+local start = '0-' .. (after + 1)
+local got = 0
+while got < want do
+  local batches = redis.call('XRANGE', KEYS[2], start, '+', 'COUNT', ARGV[3])
+  for _, batch in ipairs(batches) do
+    local last = tonumber(string.sub(batch[1], 3))
+    local first = tonumber(batch[2][2])
+    out[#out + 1] = batch[2][2]
+    out[#out + 1] = batch[2][4]
+    got = got + last - math.max(first, after + 1) + 1
+    start = '(' .. batch[1]
+    if got >= want then break end
+  end
+  if #batches < tonumber(ARGV[3]) then break end
+end
+return out
 """
 
 # KEYS: meta, events, lease, cancel. ARGV: max_events, retention, event.
@@ -95,7 +140,12 @@ if redis.call('EXISTS', meta) == 0 then return -1 end
 if redis.call('HEXISTS', meta, 'end') == 1 then return 0 end
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local last = tonumber(redis.call('HGET', meta, 'last')) + 1
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '0-' .. last, 'e', ARGV[3])
+local keep = last - tonumber(ARGV[1]) + 1
+if keep > 1 then
+  redis.call('XADD', KEYS[2], 'MINID', '0-' .. keep, '0-' .. last, 'f', last, 'd', ARGV[3])
+else
+  redis.call('XADD', KEYS[2], '0-' .. last, 'f', last, 'd', ARGV[3])
+end
 redis.call('HSET', meta, 'last', last, 'end', last)
 redis.call('DEL', KEYS[4])
 redis.call('PEXPIRE', meta, ARGV[2])
@@ -135,8 +185,9 @@ class RedisStore:
             ``redis.asyncio.Redis.from_url``.
         prefix: The prefix of every key and of the cancel channel.
         retention: Seconds a run's log is kept after its terminal event.
-        max_events: The approximate bound of a run's log (``XADD MAXLEN ~``);
-            a resume asking for trimmed events gets `EventsExpiredError`.
+        max_events: The bound of a run's log: whole batches are trimmed once
+            the last *max_events* events do not need them (``XADD MINID``); a
+            resume asking for trimmed events gets `EventsExpiredError`.
         client: An existing ``redis.asyncio.Redis`` to use instead of *url*
             (it must not decode responses); `aclose` leaves it open.
 
@@ -172,6 +223,7 @@ class RedisStore:
         self._channel = f"{prefix}cancel"
         self._create = self._redis.register_script(_CREATE)
         self._append = self._redis.register_script(_APPEND)
+        self._read = self._redis.register_script(_READ)
         self._end_lost = self._redis.register_script(_END_LOST)
         self._renew = self._redis.register_script(_RENEW)
         self._cancel = self._redis.register_script(_CANCEL)
@@ -211,11 +263,22 @@ class RedisStore:
     async def append(
         self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
     ) -> int:
-        """See `RunStore.append`."""
+        """See `RunStore.append`: the batch is one stream entry."""
+        _check_final(events, final)
+        if not events:
+            return (await self.info(thread_id, run_id)).last
+        data = b"\n".join(events)
+        _check_lines(data, events)
         keys = self._keys(thread_id, run_id)
         ttl = self._live_ttl(_LIVE_SLACK)  # renew() keeps a longer-lived run alive
-        args: list[Any] = [self.max_events, ttl, 1 if final else 0, _ms(self.retention)]
-        args.extend(events)
+        args: list[Any] = [
+            self.max_events,
+            ttl,
+            1 if final else 0,
+            _ms(self.retention),
+            len(events),
+            data,
+        ]
         last = int(await self._append(keys=keys, args=args))
         if last == -1:
             raise _not_found(thread_id, run_id)
@@ -226,29 +289,36 @@ class RedisStore:
     async def read(
         self, thread_id: str, run_id: str, after: int, *, limit: int = 1000, wait: float = 0
     ) -> Page:
-        """See `RunStore.read`."""
+        """See `RunStore.read`: one script call, plus an ``XREAD BLOCK`` when it waits."""
         after = max(after, 0)
-        meta, events = self._keys(thread_id, run_id)[:2]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xrange(events, f"(0-{after}", "+", count=limit)
-            pipe.hmget(meta, ["last", "end"])
-            raw, (last, end) = await pipe.execute()
-        if last is None:
+        keys = self._keys(thread_id, run_id)[:2]
+        args = [after, max(limit, 1), _SCAN]
+        answer: Any = await self._read(keys=keys, args=args)
+        if answer is None:
             raise _not_found(thread_id, run_id)
-        if not raw and end is None and wait > 0:
-            cursor: dict[Any, Any] = {events: f"0-{after}"}
-            answer: Any = await self._redis.xread(cursor, count=limit, block=_ms(wait))
-            raw = answer[0][1] if answer else []
-            last, end = await self._redis.hmget(meta, ["last", "end"])
-            if last is None:
+        if len(answer) == 2 and not answer[1] and wait > 0 and int(answer[0]) <= after:
+            cursor: dict[Any, Any] = {keys[1]: f"0-{after}"}
+            await self._redis.xread(cursor, count=1, block=_ms(wait))
+            answer = await self._read(keys=keys, args=args)
+            if answer is None:
                 raise _not_found(thread_id, run_id)
-        entries: list[Entry] = [(_seq(entry_id), fields[b"e"]) for entry_id, fields in raw]
-        if entries:
-            if entries[0][0] > after + 1:
-                raise _expired(thread_id, run_id, after, entries[0][0])
-        elif after < int(last):
-            raise _expired(thread_id, run_id, after, int(last) + 1)
-        return Page(entries, None if end is None else int(end))
+        last, end = int(answer[0]), int(answer[1]) if answer[1] else None
+        entries: list[Entry] = []
+        low = after + 1
+        for i in range(2, len(answer), 2):
+            first = int(answer[i])
+            events = answer[i + 1].split(b"\n")
+            if i == 2 and first > low:
+                raise _expired(thread_id, run_id, after, first)
+            if first < low:
+                del events[: low - first]
+                first = low
+            entries.extend(zip(range(first, first + len(events)), events, strict=True))
+        if not entries and after < last:
+            raise _expired(thread_id, run_id, after, last + 1)
+        if len(entries) > limit:
+            del entries[limit:]
+        return Page(entries, end)
 
     async def info(self, thread_id: str, run_id: str) -> RunInfo:
         """See `RunStore.info`."""
@@ -358,7 +428,3 @@ class RedisStore:
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
-
-
-def _seq(entry_id: bytes) -> int:
-    return int(entry_id.partition(b"-")[2])
