@@ -161,7 +161,6 @@ class TestMissingExtras:
             ("ambient_runs.adapters.otel", "opentelemetry", "otel"),
             ("ambient_runs.adapters.pydantic_ai", "pydantic_ai", "pydantic-ai"),
             ("ambient_runs.adapters.starlette", "starlette", "starlette"),
-            ("ambient_runs.adapters.starlette", "starlette", "starlette"),
             ("ambient_runs.stores.redis", "redis", "redis"),
         ],
     )
