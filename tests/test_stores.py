@@ -295,5 +295,9 @@ class TestRetention:
             MemoryStore(retention=0)
         with pytest.raises(ValueError, match="max_events"):
             MemoryStore(max_events=0)
+        with pytest.raises(ValueError, match="retention must be a positive number"):
+            RedisStore(redis_url, retention=-1)
+        with pytest.raises(ValueError, match="max_events must be at least 1"):
+            RedisStore(redis_url, max_events=0)
         with pytest.raises(TypeError, match="url or client"):
             RedisStore()

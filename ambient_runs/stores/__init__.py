@@ -247,6 +247,16 @@ def _check_lines(data: bytes, events: Sequence[bytes]) -> None:
             raise ValueError(msg)
 
 
+def _check_bounds(retention: float, max_events: int) -> None:
+    """Refuse a retention or a size bound that would keep nothing (any store's options)."""
+    if not retention > 0:
+        msg = f"retention must be a positive number of seconds, not {retention!r}"
+        raise ValueError(msg)
+    if max_events < 1:
+        msg = f"max_events must be at least 1, not {max_events!r}"
+        raise ValueError(msg)
+
+
 def _check_final(events: Sequence[bytes], final: bool) -> None:
     if final and not events:
         msg = "a final append needs the terminal event: pass it in events"
@@ -370,12 +380,7 @@ class MemoryStore:
     def __init__(
         self, *, retention: float = DEFAULT_RETENTION, max_events: int = DEFAULT_MAX_EVENTS
     ) -> None:
-        if not retention > 0:
-            msg = f"retention must be a positive number of seconds, not {retention!r}"
-            raise ValueError(msg)
-        if max_events < 1:
-            msg = f"max_events must be at least 1, not {max_events!r}"
-            raise ValueError(msg)
+        _check_bounds(retention, max_events)
         self.retention = retention
         self.max_events = max_events
         self._runs: dict[tuple[str, str], _MemoryRun] = {}

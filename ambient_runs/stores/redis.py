@@ -48,6 +48,7 @@ from ambient_runs.stores import (
     Entry,
     Page,
     RunInfo,
+    _check_bounds,
     _check_final,
     _check_lines,
     _ended,
@@ -206,12 +207,7 @@ class RedisStore:
         if (url is None) == (client is None):
             msg = "pass either a Redis url or client="
             raise TypeError(msg)
-        if not retention > 0:
-            msg = f"retention must be a positive number of seconds, not {retention!r}"
-            raise ValueError(msg)
-        if max_events < 1:
-            msg = f"max_events must be at least 1, not {max_events!r}"
-            raise ValueError(msg)
+        _check_bounds(retention, max_events)
         self.url = url
         self.prefix = prefix
         self.retention = retention
