@@ -68,6 +68,11 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"n_events": 20_000, "rounds": 6},
         {"n_events": 2_000, "rounds": 2},
     ),
+    "store": (
+        "benchmarks.bench_store",
+        {"n_events": 10_000, "rounds": 8, "append_events": 200_000, "replay_events": 10_000},
+        {"n_events": 1_000, "rounds": 2, "append_events": 20_000, "replay_events": 1_000},
+    ),
 }
 
 

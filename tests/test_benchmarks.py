@@ -29,6 +29,7 @@ TINY: dict[str, dict[str, Any]] = {
     "memory": {"n_events": 3000},
     "http": {"n_events": 30, "rounds": 1},
     "otel": {"n_calls": 10, "n_events": 20, "rounds": 2},
+    "store": {"n_events": 30, "rounds": 1, "append_events": 512, "replay_events": 100},
 }
 
 
