@@ -16,7 +16,9 @@ The protocol, per request:
   JSON), 422 (JSON that is not a RunAgentInput);
 - once the stream has started, a failure is a ``RUN_ERROR`` event and the body
   closes cleanly;
-- a client that disconnects cancels the run at once.
+- a client that disconnects cancels the run at once;
+- ``GET <app path>/capabilities`` answers the protocol's ``AgentCapabilities``
+  as JSON: what the app knows of itself, merged with what was declared.
 
 .. versionadded:: 0.1.0
 """
@@ -250,6 +252,12 @@ class AgentApp:
         lease: With *store*, the seconds this worker's lease on a run lasts
             (renewed every third of it); when a worker dies, its runs end with
             ``RUN_ERROR`` code ``worker_lost`` this long after.
+        capabilities: Declarations added to what ``GET …/capabilities``
+            answers, in the protocol's ``AgentCapabilities`` shape and wire
+            spelling (``{"identity": {"name": "researcher"}, "multiAgent":
+            {"subagents": [{"name": "search"}]}}``); merged field by field over
+            what the app declares itself (see `AgentApp.capabilities`), a field
+            set to None withdraws it.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
             *transformers*, *verify*, *state*, *echo_input*). A *state* is
             deep-copied for each run, so runs never share one object.
@@ -258,12 +266,15 @@ class AgentApp:
         TypeError: *agent* cannot be called with the `Run`, or *run_options*
             holds an option `Run` does not take, or *sink* or *request*.
         ValueError: A limit is negative, *keep_alive* or *body_timeout* not
-            positive, or an origin is not ``scheme://host[:port]``.
+            positive, an origin is not ``scheme://host[:port]``, or
+            *capabilities* holds a group or field ``AgentCapabilities`` does not
+            have.
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
-       plain agents; `Run.request`; *store* and *lease* (detached runs).
+       plain agents; `Run.request`; *store* and *lease* (detached runs);
+       *capabilities* and ``GET …/capabilities``.
     """
 
     def __init__(
@@ -278,6 +289,7 @@ class AgentApp:
         allow_credentials: bool = False,
         store: RunStore | None = None,
         lease: float = 10.0,
+        capabilities: Mapping[str, Any] | None = None,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
@@ -319,6 +331,24 @@ class AgentApp:
         self._detached = (
             None if store is None else Detached(store, lease=lease, keep_alive=keep_alive)
         )
+        self.capabilities = _merge_capabilities(_known_capabilities(store), capabilities or {})
+        """
+        What ``GET <app path>/capabilities`` answers (``AgentCapabilities``, wire form).
+
+        The app declares of itself: ``transport`` (``streaming``; no
+        ``websocket`` and no ``httpBinary``, SSE only; ``resumable`` exactly
+        when it has a *store*), ``state`` (``snapshots`` and ``deltas``),
+        ``tools`` (``supported``, ``clientProvided``: the client's tools reach
+        `Run.tools`), ``multiAgent.supported`` (attributed subagents),
+        ``reasoning`` (``supported``, ``streaming``) and ``humanInTheLoop``
+        (``supported``, ``interrupts``); *capabilities* is merged over that.
+        An omitted field means undeclared, as in the protocol.
+
+        .. versionadded:: 0.2.0
+        """
+        self._capabilities_body = json.dumps(
+            self.capabilities, ensure_ascii=False, separators=(",", ":")
+        ).encode()
 
     def __repr__(self) -> str:
         name = getattr(self.agent, "__qualname__", None) or repr(self.agent)
@@ -356,6 +386,9 @@ class AgentApp:
         method = request.method
         if method == "OPTIONS" and "access-control-request-method" in headers:
             await self._preflight(send, headers, cors)
+            return
+        if method == "GET" and _is_capabilities(scope):
+            await self._send_capabilities(send, cors)
             return
         where = None if self._detached is None else route(scope)
         if where is not None:
@@ -478,6 +511,18 @@ class AgentApp:
         await send({"type": "http.response.start", "status": 204, "headers": answer})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    # ------------------------------------------------------------------ capabilities
+
+    async def _send_capabilities(self, send: _Send, cors: list[tuple[bytes, bytes]]) -> None:
+        body = self._capabilities_body
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *cors,
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
     # ------------------------------------------------------------------ errors
 
     async def _reject(
@@ -515,6 +560,91 @@ class AgentApp:
 
 
 _CLOSE = [(b"connection", b"close")]
+
+# The groups of the protocol's AgentCapabilities and their fields, in wire spelling
+# (ag-ui-protocol 1.0); None: free-form (``custom``).
+_CAPABILITY_FIELDS: dict[str, frozenset[str] | None] = {
+    "identity": frozenset(
+        {"name", "type", "description", "version", "provider", "documentationUrl", "metadata"}
+    ),
+    "transport": frozenset(
+        {"streaming", "websocket", "httpBinary", "pushNotifications", "resumable"}
+    ),
+    "tools": frozenset({"supported", "items", "parallelCalls", "clientProvided"}),
+    "output": frozenset({"structuredOutput", "supportedMimeTypes"}),
+    "state": frozenset({"snapshots", "deltas", "memory", "persistentState"}),
+    "multiAgent": frozenset({"supported", "delegation", "handoffs", "subagents"}),
+    "reasoning": frozenset({"supported", "streaming", "encrypted"}),
+    "multimodal": frozenset({"input", "output"}),
+    "execution": frozenset({"codeExecution", "sandboxed", "maxIterations", "maxExecutionTime"}),
+    "humanInTheLoop": frozenset(
+        {"supported", "approvals", "interventions", "feedback", "interrupts", "approveWithEdits"}
+    ),
+    "custom": None,
+}
+
+
+def _known_capabilities(store: RunStore | None) -> dict[str, dict[str, Any]]:
+    """What every AgentApp can say of itself (see `AgentApp.capabilities`)."""
+    return {
+        "transport": {
+            "streaming": True,
+            "websocket": False,
+            "httpBinary": False,
+            "resumable": store is not None,
+        },
+        "tools": {"supported": True, "clientProvided": True},
+        "state": {"snapshots": True, "deltas": True},
+        "multiAgent": {"supported": True},
+        "reasoning": {"supported": True, "streaming": True},
+        "humanInTheLoop": {"supported": True, "interrupts": True},
+    }
+
+
+def _merge_capabilities(
+    known: dict[str, dict[str, Any]], declared: Mapping[str, Any]
+) -> dict[str, Any]:
+    """*declared* over *known*, field by field (None withdraws one); checks the names."""
+    merged: dict[str, Any] = {group: dict(fields) for group, fields in known.items()}
+    for group, fields in declared.items():
+        if group not in _CAPABILITY_FIELDS:
+            msg = (
+                f"capabilities has no group {group!r}; AgentCapabilities groups are "
+                f"{', '.join(sorted(_CAPABILITY_FIELDS))} (wire spelling, camelCase)"
+            )
+            raise ValueError(msg)
+        if not isinstance(fields, Mapping):
+            msg = f"capabilities[{group!r}] must be a mapping of fields, not {fields!r}"
+            raise ValueError(msg)
+        allowed = _CAPABILITY_FIELDS[group]
+        target = merged.setdefault(group, {})
+        for name, value in fields.items():
+            if allowed is not None and name not in allowed:
+                msg = (
+                    f"capabilities[{group!r}] has no field {name!r}; it has "
+                    f"{', '.join(sorted(allowed))} (wire spelling, camelCase)"
+                )
+                raise ValueError(msg)
+            if value is None:
+                target.pop(name, None)
+            else:
+                target[name] = copy.deepcopy(value)
+        if not target:
+            del merged[group]
+    try:
+        json.dumps(merged)
+    except (TypeError, ValueError) as error:
+        msg = f"capabilities must be JSON (dicts, lists, strings, numbers, booleans): {error}"
+        raise ValueError(msg) from None
+    return merged
+
+
+def _is_capabilities(scope: _Scope) -> bool:
+    """Whether the request's path ends with ``/capabilities``."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
+    path = path.partition("?")[0].rstrip("/")
+    return path == "capabilities" or path.endswith("/capabilities")
 
 
 def _is_origin(value: str) -> bool:
