@@ -409,8 +409,24 @@ class _Owned:
     # -------------------------------------------------------- the agent's side
 
     def tap(self, event: ev.BaseEvent) -> None:
-        """The run's tap: encode *event* and queue it for the store. Any thread."""
+        """
+        The run's tap: encode *event* and queue it for the store. Any thread.
+
+        Taps never overlap (the run calls them under its lock), and the writer
+        takes the queue on the loop's thread: a tap on that thread cannot race
+        it and needs no lock of ours; a tap from another thread (a plain agent)
+        takes the lock the writer takes, and wakes the writer through the loop.
+        """
         data = encode_json(event)
+        if threading.get_ident() == self.thread:
+            if self.final:
+                return
+            pending = self.pending
+            pending.append(data)
+            if isinstance(event, _TERMINAL):
+                self.final = True
+            self._wake(len(pending))
+            return
         with self.lock:
             if self.final:
                 return
@@ -418,9 +434,7 @@ class _Owned:
             if isinstance(event, _TERMINAL):
                 self.final = True
             backlog = len(self.pending)
-        if threading.get_ident() == self.thread:
-            self._wake(backlog)
-        elif not self.loop.is_closed():
+        if not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._wake, backlog)
 
     def _wake(self, backlog: int) -> None:

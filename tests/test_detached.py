@@ -200,3 +200,23 @@ async def test_a_run_ended_by_another_worker_reaches_the_owners_followers() -> N
     assert "before" in body.decode()
     assert "after" not in body.decode()
     assert store.reads > 0  # the rest came from the store
+
+
+async def test_a_plain_agent_in_a_thread_is_logged_whole_and_in_order() -> None:
+    def agent(run: ar.Run) -> None:  # runs in a worker thread: its taps come from there
+        with ar.message() as message:
+            for i in range(300):
+                message.write(f"{i} ")
+
+    store = CountingStore()
+    app = AgentApp(agent, store=store)
+
+    got = frames(await call(app, "POST", "/", start("plain")))
+
+    assert [i for i, _ in got] == list(range(1, len(got) + 1))
+    assert [e["delta"] for _, e in got if e["type"] == "TEXT_MESSAGE_CONTENT"] == [
+        f"{i} " for i in range(300)
+    ]
+    assert got[-1][1]["type"] == "RUN_FINISHED"
+    logged = (await store.read("t", "plain", 0, limit=1000)).entries
+    assert [(i, json.loads(e)) for i, e in logged] == got
