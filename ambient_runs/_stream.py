@@ -7,6 +7,13 @@ synchronous and never block, so the buffer is bounded the way
 (`Run.drain`, which `MessageHandle.astream` awaits after every chunk), and that
 waits while the buffer holds more than the high-water mark. Closing the stream
 early cancels the agent.
+
+Below the mark, `drain` also lets a consumer that was woken run before the
+agent goes on, once the buffer holds as many events as the consumer last took
+(times two, up to `_MAX_BATCH`): the first frame goes out after the first
+event, not after a thousand, and an agent writing in a burst still hands the
+transport batches that double until they are large (`EventStream._take`, what
+`AgentApp` sends as one ASGI message each).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ if TYPE_CHECKING:
 
     from ambient_runs.asgi import Request
 
-__all__ = ("Agent", "EventStream", "StreamStatistics", "stream")
+__all__ = ("Agent", "EventStream", "StreamStatistics", "checked_stream", "stream")
 
 _log = logging.getLogger("ambient_runs")
 
@@ -46,6 +53,9 @@ attribute as usual.
 """
 
 _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
+
+_MAX_BATCH = 256
+"""The most events `drain` lets pile up for a woken consumer before it yields to it."""
 
 
 def stream(
@@ -113,6 +123,23 @@ def stream(
     if "sink" in run_options:
         msg = "stream() owns the run's sink; consume the stream instead of passing sink="
         raise TypeError(msg)
+    return checked_stream(agent, input, buffer=buffer, request=request, **run_options)
+
+
+def checked_stream(
+    agent: Agent,
+    input: ev.RunAgentInput | Mapping[str, Any],
+    *,
+    buffer: int = 1024,
+    request: Request | None = None,
+    **run_options: Any,
+) -> EventStream:
+    """
+    `stream`, for a caller that checked *agent* and *run_options* once already.
+
+    `AgentApp` checks them when it is built; reading the agent's signature
+    again for every request would cost about a tenth of a millisecond.
+    """
     if buffer < 0:
         msg = f"buffer must be >= 0, not {buffer}"
         raise ValueError(msg)
@@ -149,6 +176,7 @@ class _Channel:
     """
 
     __slots__ = (
+        "batch",
         "buffer",
         "closed",
         "high_water",
@@ -157,6 +185,7 @@ class _Channel:
         "max_buffered",
         "reader",
         "thread",
+        "woken",
         "writer",
     )
 
@@ -165,6 +194,11 @@ class _Channel:
         self.high_water = high_water
         self.low_water = high_water // 2
         self.max_buffered = 0
+        #: Buffered events at which `drain` yields to a woken consumer: twice what it
+        #: found when it last woke (`EventStream._wait`), at most `_MAX_BATCH`.
+        self.batch = 1
+        #: The consumer was woken (or lingers, `EventStream._take`) and has not taken yet.
+        self.woken = False
         self.closed = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: int | None = None
@@ -185,6 +219,7 @@ class _Channel:
     def wake_reader_from_any_thread(self, reader: asyncio.Future[None]) -> None:
         if threading.get_ident() == self.thread:
             reader.set_result(None)
+            self.woken = True
         elif self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(_resolve, reader)
 
@@ -200,8 +235,23 @@ class _Channel:
             _resolve(writer)
 
     async def drain(self) -> None:
-        """The run's drain hook: wait while more than the high-water mark is buffered."""
-        if len(self.buffer) <= self.high_water or self.closed:
+        """
+        The run's drain hook: wait while more than the high-water mark is buffered.
+
+        Below it, yield once to a consumer that was woken and has not run yet,
+        when the buffer holds `batch` events: it takes them before the agent
+        goes on (time to first byte), in batches that grow while the agent bursts.
+        """
+        size = len(self.buffer)
+        if size <= self.high_water or self.closed:
+            if (
+                not self.woken
+                or size < self.batch
+                or self.closed
+                or self.thread != threading.get_ident()
+            ):
+                return
+            await asyncio.sleep(0)  # the woken consumer was scheduled first: it runs now
             return
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # an agent driving its own loop in a thread: no backpressure
@@ -352,6 +402,41 @@ class EventStream:
         self._last = event
         return event
 
+    async def _take(self) -> list[ev.BaseEvent]:
+        """
+        Return every event buffered now (at least one, in order), or [] at the end.
+
+        For a transport that writes them in one go (`AgentApp` sends each
+        batch as one ASGI message); `__anext__` is the one-at-a-time face.
+        A consumer cancelled while it waits closes the stream, as there.
+        """
+        channel = self._channel
+        buffer = channel.buffer
+        if not buffer:
+            try:
+                await self._wait()
+            except StopAsyncIteration:
+                return []
+            if self._last is not None and not self._done:
+                # Woken by the first event: let the agent (and everyone else) have this
+                # turn of the loop, so what it emits meanwhile goes in the same batch;
+                # its drain() yields back once the batch is full. Not before the
+                # first batch: that one goes out at once (time to first byte).
+                channel.woken = True
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    await self.aclose()
+                    raise
+        channel.woken = False
+        pop = buffer.popleft
+        # Pop only what is there now: another thread may be appending meanwhile.
+        batch = [pop() for _ in range(len(buffer))]
+        if channel.writer is not None and len(buffer) <= channel.low_water:
+            channel.wake_writer()
+        self._last = batch[-1]
+        return batch
+
     async def _wait(self) -> None:
         """Wait until an event is buffered; raise StopAsyncIteration at the end."""
         if self._done:
@@ -375,6 +460,11 @@ class EventStream:
                 raise
             finally:
                 channel.reader = None
+        # Woken: what is buffered now is what this consumer takes before it waits again
+        # (unless it lets the loop run meanwhile); next time, let twice as much pile up.
+        channel.woken = False
+        size = len(channel.buffer)
+        channel.batch = size * 2 if size < _MAX_BATCH // 2 else _MAX_BATCH
 
     def _start(self) -> asyncio.Task[None]:
         loop = _running_loop("ambient_runs.stream")

@@ -50,7 +50,13 @@ from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._detached import Detached, route
 from ambient_runs._run import Run
-from ambient_runs._stream import Agent, EventStream, _check_agent, _running_loop, stream
+from ambient_runs._stream import (
+    Agent,
+    EventStream,
+    _check_agent,
+    _running_loop,
+    checked_stream,
+)
 from ambient_runs._wire import problem_count
 from ambient_runs.errors import InvalidInputError, InvalidJSONError
 from ambient_runs.stores import RunStore
@@ -435,7 +441,7 @@ class AgentApp:
         options = self.run_options
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
-        events = stream(self.agent, input, request=request, **options)
+        events = checked_stream(self.agent, input, request=request, **options)
         if self._detached is not None:
             await self._detached.start(events, receive, send, cors, self._reject)
             return
@@ -704,12 +710,14 @@ async def _respond(
 
 
 async def _pump(events: EventStream, send: _Send, keep_alive: float | None) -> None:
-    # A stream that fails ends with a RUN_ERROR frame from sse.frames itself (the
-    # agent's own failures are RUN_ERROR already); closing the frames cancels the agent.
-    body = sse.frames(events, keep_alive=keep_alive)
+    # Every frame ready at once goes out in one message (sse._batches: a burst costs one
+    # send, not one per event). A stream that fails ends with a RUN_ERROR frame from
+    # sse itself (the agent's own failures are RUN_ERROR already); closing the frames
+    # cancels the agent.
+    body = sse._batches(events, keep_alive)
     async with contextlib.aclosing(body):
-        async for frame in body:
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
+        async for frames in body:
+            await send({"type": "http.response.body", "body": frames, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+)
+from typing import Any, TypeAlias
 
 from ambient_runs import events as ev
 from ambient_runs._wire import encode_json, framed
@@ -187,6 +195,82 @@ async def _frames(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+_Take: TypeAlias = Callable[[], Coroutine[Any, Any, list[ev.BaseEvent]]]
+"""Return every event ready now (at least one), or [] at the end."""
+
+
+async def _batches(
+    events: AsyncIterable[ev.BaseEvent], keep_alive: float | None
+) -> AsyncGenerator[bytes, None]:
+    """
+    `frames`, coalesced: each item is the frames of every event ready now, joined.
+
+    What `ambient_runs.asgi.AgentApp` sends, one ASGI message per item: an agent
+    that writes a burst costs one ``send`` (and one syscall) per batch, not per
+    event. The batches come from `EventStream._take` (every buffered event);
+    any other iterable gives one event per batch. Keep-alive comments, closing
+    *events* on close, and ending a failed stream with ``RUN_ERROR`` (after the
+    frames that did encode) behave as in `frames`.
+    """
+    source = aiter(events)
+    take: _Take = getattr(source, "_take", None) or _singly(source)
+    pending: asyncio.Task[list[ev.BaseEvent]] | None = None
+    ended = False  # the terminal event has gone out
+    try:
+        while True:
+            if keep_alive is None:
+                batch = await take()
+            else:
+                if pending is None:
+                    pending = asyncio.create_task(take())
+                done, _ = await asyncio.wait((pending,), timeout=keep_alive)
+                if not done:
+                    yield KEEP_ALIVE
+                    continue
+                batch, pending = pending.result(), None
+            if not batch:
+                return
+            try:
+                body = b"".join([encode(event) for event in batch])
+            except Exception as error:
+                head = []  # the frames before the one that failed go out first
+                for event in batch:
+                    try:
+                        head.append(encode(event))
+                    except Exception:
+                        break
+                    ended = isinstance(event, _TERMINAL)
+                if head:
+                    yield b"".join(head)
+                raise error from None
+            ended = isinstance(batch[-1], _TERMINAL)
+            yield body
+    except Exception as error:
+        if ended:
+            raise
+        _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
+        yield _error_frame(error)
+    finally:
+        if pending is not None:
+            pending.cancel()
+            await asyncio.wait((pending,))
+            if not pending.cancelled():
+                pending.exception()  # the stream is being closed; nobody wants it now
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:
+    """A batch taker for any async iterator: one event per batch, [] at the end."""
+
+    async def take() -> list[ev.BaseEvent]:
+        event = await anext(source, None)
+        return [] if event is None else [event]
+
+    return take
 
 
 _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)

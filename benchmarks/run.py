@@ -65,8 +65,8 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     "http": (
         "benchmarks.bench_http",
-        {"n_events": 20_000, "rounds": 6},
-        {"n_events": 2_000, "rounds": 2},
+        {"n_events": 20_000, "rounds": 6, "concurrent_rounds": 10},
+        {"n_events": 2_000, "rounds": 2, "stream_events": 200, "ttfb_requests": 10},
     ),
     "store": (
         "benchmarks.bench_store",

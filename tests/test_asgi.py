@@ -352,6 +352,104 @@ class TestAgentAppStreams:
         assert "input" in parse(first.body)[0]
 
 
+class TestAgentAppCoalesces:
+    async def test_a_burst_goes_out_in_few_messages_with_the_same_bytes(self) -> None:
+        """Every frame ready at once is one ASGI message; the body is every frame, in order."""
+
+        async def agent(run: ar.Run) -> None:
+            with ar.message(id="m") as m:
+                for i in range(1000):
+                    m.write(f"{i} ")
+                    await ar.drain()
+
+        exchange = await call(AgentApp(agent))
+
+        events = parse(exchange.body)
+        bodies = [m for m in exchange.sent[1:] if m.get("body")]
+        assert 1004 == len(events)
+        assert_valid(events)
+        assert [f"{i} " for i in range(1000)] == [
+            e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"
+        ]
+        assert exchange.body == b"".join(sse.encode(ar.from_wire(e)) for e in events)
+        # Batches double from the first few events up to 256: a dozen messages, not 1,004.
+        assert len(bodies) <= 16, [m["body"].count(b"data: ") for m in bodies]
+        assert all(m["more_body"] for m in bodies)
+        assert exchange.closed
+
+    async def test_the_first_frames_go_out_before_the_burst_is_written(self) -> None:
+        """The first message leaves after a few events, not at the high-water mark."""
+        written = 0
+        written_at_first_body: list[int] = []
+
+        async def agent(run: ar.Run) -> None:
+            nonlocal written
+            with ar.message(id="m") as m:
+                for i in range(1000):
+                    m.write(f"{i} ")
+                    written += 1
+                    await ar.drain()
+
+        exchange = Exchange()
+
+        async def send(message: dict[str, Any]) -> None:
+            if message.get("body") and not written_at_first_body:
+                written_at_first_body.append(written)
+            await exchange.send(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": JSON}
+        async with asyncio.timeout(10):
+            await AgentApp(agent)(scope, exchange.receive, send)
+
+        [first] = written_at_first_body
+        assert first <= 2, first  # RUN_STARTED, TEXT_MESSAGE_START and the first delta
+        assert parse(exchange.sent[1]["body"])[0]["type"] == "RUN_STARTED"
+
+    async def test_an_agent_that_yields_still_gets_every_frame_once(self) -> None:
+        """Batches never lose, repeat or reorder a frame, whoever yields when."""
+
+        async def agent(run: ar.Run) -> None:
+            with ar.message(id="m") as m:
+                for i in range(300):
+                    m.write(f"{i} ")
+                    if i % 7 == 0:
+                        await asyncio.sleep(0)
+                    elif i % 3 == 0:
+                        await ar.drain()
+
+        exchange = await call(AgentApp(agent, buffer=16))
+
+        deltas = [e["delta"] for e in parse(exchange.body) if e["type"] == "TEXT_MESSAGE_CONTENT"]
+        assert [f"{i} " for i in range(300)] == deltas
+
+    async def test_a_frame_that_will_not_encode_mid_batch_sends_those_before_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The frames of a batch before the one that fails go out, then RUN_ERROR."""
+        real_encode = sse.encode
+
+        def encode(event: ev.BaseEvent) -> bytes:
+            if isinstance(event, ev.TextMessageContentEvent) and event.delta == "poison":
+                msg = "cannot encode"
+                raise ar.InvalidEventError(msg)
+            return real_encode(event)
+
+        async def agent(run: ar.Run) -> None:
+            with ar.message(id="m") as m:
+                for delta in ("a", "b", "c", "poison", "d"):
+                    m.write(delta)  # no drain: one batch
+            await asyncio.sleep(5)
+
+        monkeypatch.setattr(sse, "encode", encode)
+        exchange = await call(AgentApp(agent))
+
+        events = parse(exchange.body)
+        assert ["RUN_STARTED", "TEXT_MESSAGE_START", "a", "b", "c", "RUN_ERROR"] == [
+            e.get("delta", e["type"]) for e in events
+        ]
+        assert (True, "InvalidEventError") == (exchange.closed, events[-1]["code"])
+
+
 class TestAgentAppDisconnect:
     async def test_disconnect_cancels_the_agent_within_100_ms(self) -> None:
         """A client disconnect cancels the agent task at once; no task is left behind."""

@@ -21,6 +21,8 @@ from ambient_runs import sse
 from ambient_runs._wire import to_wire
 from ambient_runs.errors import InvalidEventError
 
+INPUT = {"threadId": "t", "runId": "r", "messages": []}
+
 EVENTS = [
     ev.RunStartedEvent(thread_id="t", run_id="r", protocol_version="1.0"),
     ev.TextMessageStartEvent(message_id="m", role="assistant", subagent_run_id="s1"),
@@ -237,3 +239,82 @@ class TestCheckKeepAlive:
         assert sse.encode(finished) == await anext(frames)
         with pytest.raises(RuntimeError, match="late"):
             await anext(frames)
+
+
+class TestBatches:
+    """`sse._batches`, what `AgentApp` sends: `frames`, every ready frame joined in one item."""
+
+    async def test_any_iterable_gives_one_frame_per_batch(self) -> None:
+        """A source that is not an EventStream is taken one event at a time."""
+        batches = [b async for b in sse._batches(aiterate(*EVENTS), None)]
+
+        assert [sse.encode(e) for e in EVENTS] == batches
+
+    async def test_a_stream_gives_the_bytes_of_frames_in_fewer_items(self) -> None:
+        """Over a run's stream: the same bytes as `frames`, every buffered event per item."""
+
+        async def agent(run: ar.Run) -> None:
+            with ar.message(id="m") as m:
+                for i in range(500):
+                    m.write(f"{i} ")
+                    await ar.drain()
+
+        one_by_one = [f async for f in sse.frames(ar.stream(agent, INPUT))]
+        batches = [b async for b in sse._batches(ar.stream(agent, INPUT), None)]
+
+        assert b"".join(one_by_one) == b"".join(batches)
+        assert 504 == len(one_by_one)
+        assert len(batches) <= 12, [b.count(b"data: ") for b in batches]
+
+    @pytest.mark.parametrize("keep_alive", [None, 0.01])
+    async def test_closing_closes_the_stream_and_cancels_the_agent(
+        self, keep_alive: float | None
+    ) -> None:
+        """aclose mid-wait closes the run's stream: the agent is cancelled."""
+        cancelled = asyncio.Event()
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("first")
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        batches = sse._batches(ar.stream(agent, INPUT), keep_alive)
+        assert b"RUN_STARTED" in await anext(batches)
+        if keep_alive is not None:
+            assert sse.KEEP_ALIVE == await anext(batches)
+        await batches.aclose()
+
+        assert cancelled.is_set()
+
+    @pytest.mark.parametrize("keep_alive", [None, 1])
+    async def test_a_failing_source_ends_with_run_error(self, keep_alive: float | None) -> None:
+        """An exception from the source becomes a RUN_ERROR frame, and the batches end."""
+
+        async def source() -> AsyncIterator[ev.BaseEvent]:
+            yield EVENTS[0]
+            msg = "source broke"
+            raise RuntimeError(msg)
+
+        batches = [b async for b in sse._batches(source(), keep_alive)]
+
+        assert [
+            sse.encode(EVENTS[0]),
+            b'data: {"type":"RUN_ERROR","message":"source broke","code":"RuntimeError"}\n\n',
+        ] == batches
+
+    async def test_a_failure_after_the_terminal_event_propagates(self) -> None:
+        """Once the terminal frame went out, a later failure is not a second terminal."""
+        finished = ev.RunFinishedEvent(thread_id="t", run_id="r")
+
+        async def source() -> AsyncIterator[ev.BaseEvent]:
+            yield finished
+            msg = "late"
+            raise RuntimeError(msg)
+
+        batches = sse._batches(source(), None)
+        assert sse.encode(finished) == await anext(batches)
+        with pytest.raises(RuntimeError, match="late"):
+            await anext(batches)

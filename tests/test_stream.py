@@ -268,6 +268,47 @@ class TestStreamBackpressure:
         received = 1 + len([e async for e in events])
         assert 10_000 + 4 == received
 
+    async def test_drain_lets_a_woken_consumer_run_first(self) -> None:
+        """Below the mark, drain() yields to a consumer it woke: the first event is not held."""
+        written = 0
+        seen_at: list[int] = []
+
+        async def producer(run: ar.Run) -> None:
+            nonlocal written
+            with ar.message() as m:
+                for _ in range(2000):
+                    m.write("x")
+                    written += 1
+                    await ar.drain()
+
+        events = stream(producer, INPUT, buffer=1024, verify=False)
+        async for _ in events:
+            seen_at.append(written)
+
+        assert 2004 == len(seen_at)
+        assert seen_at[0] <= 1  # RUN_STARTED is read before the second write
+        # ...and the consumer keeps up in doubling batches, never near the mark.
+        assert events.statistics().max_buffered <= 300
+
+    async def test_batches_double_while_the_agent_bursts(self) -> None:
+        """What `AgentApp` reads (`_take`): every buffered event, in batches that double."""
+
+        async def producer(run: ar.Run) -> None:
+            with ar.message() as m:
+                for _ in range(3000):
+                    m.write("x")
+                    await ar.drain()
+
+        events = stream(producer, INPUT, verify=False)
+        sizes = []
+        while batch := await events._take():
+            sizes.append(len(batch))
+
+        assert 3004 == sum(sizes)
+        assert sizes[0] <= 4
+        assert max(sizes) <= 256 + 1
+        assert len(sizes) <= 24, sizes
+
     async def test_million_events_to_a_slow_consumer_stay_bounded(self) -> None:
         """A fast producer of 1,000,000 events never buffers much past the high-water mark."""
         total, every, high = 1_000_000, 100, 1024
