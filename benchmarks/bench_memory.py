@@ -18,6 +18,10 @@ own subprocess: the same *n_events* events, the agent never draining) shows
 what the same measurement reports when nothing bounds the buffer.
 
 Target: growth < 64 MB.
+
+Also, by ``tracemalloc`` in this process (`kept`): the memory a run keeps per
+finished ``@subagent`` call while it stays open (target < 16 B at 1,000,000
+calls), and per open idle `Run` (target <= 4 KB), issue 12's target 4.
 """
 
 from __future__ import annotations
@@ -152,14 +156,85 @@ def _in_subprocess(n_events: int, drain_every: int, buffer: int) -> dict[str, An
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run(n_events: int = 1_000_000, drain_every: int = 100, buffer: int = 1024) -> dict[str, Any]:
+def kept(n_calls: int, n_runs: int) -> dict[str, float]:
+    """
+    Bytes kept, by tracemalloc, per finished ``@subagent`` call and per open idle `Run`.
+
+    Calls: one run (verification on, a sink that keeps nothing) makes *n_calls*
+    calls of an empty ``@subagent`` coroutine; what is still allocated when they
+    have all finished, while the run is still open, divided by *n_calls*.
+    Runs: *n_runs* entered runs (``RUN_STARTED`` sent, nothing else) held
+    open at once; what they hold, divided by *n_runs*. Both after a warm-up and
+    a full collection, so caches and interned strings are not counted.
+    """
+    import gc
+    import tracemalloc
+
+    import ambient_runs as ar
+    from benchmarks import INPUT
+
+    def sink(event: object) -> None:
+        pass
+
+    @ar.subagent("child")
+    async def child() -> None:
+        pass
+
+    async def calls() -> float:
+        async with ar.Run(INPUT, sink=sink, verify=True):
+            for _ in range(100):
+                await child()
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                for _ in range(n_calls):
+                    await child()
+                gc.collect()
+                return (tracemalloc.get_traced_memory()[0] - before) / n_calls
+            finally:
+                tracemalloc.stop()
+
+    async def runs() -> float:
+        input = ar.RunAgentInput.from_wire(INPUT)
+        held = []
+        for _ in range(10):
+            held.append(await ar.Run(input, sink=sink, verify=True).__aenter__())
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(n_runs):
+                held.append(await ar.Run(input, sink=sink, verify=True).__aenter__())
+            gc.collect()
+            return (tracemalloc.get_traced_memory()[0] - before) / n_runs
+        finally:
+            tracemalloc.stop()
+
+    return {"per_call": asyncio.run(calls()), "per_run": asyncio.run(runs())}
+
+
+def run(
+    n_events: int = 1_000_000,
+    drain_every: int = 100,
+    buffer: int = 1024,
+    n_calls: int = 1_000_000,
+    n_runs: int = 1000,
+) -> dict[str, Any]:
     """Measure in a subprocess; also a control (the same events, no drain) in another."""
     measured = _in_subprocess(n_events, drain_every, buffer)
     control = _in_subprocess(n_events, 0, buffer)
     growth = measured["peak_rss_growth_mb"]
+    held = kept(n_calls, n_runs)
     return {
         "title": TITLE,
-        "params": {"n_events": n_events, "drain_every": drain_every, "buffer": buffer},
+        "params": {
+            "n_events": n_events,
+            "drain_every": drain_every,
+            "buffer": buffer,
+            "n_calls": n_calls,
+            "n_runs": n_runs,
+        },
         "unit": "event",
         "samples": {},
         "figures": [
@@ -176,6 +251,20 @@ def run(n_events: int = 1_000_000, drain_every: int = 100, buffer: int = 1024) -
                 "unit": "MB",
                 "target": None,
                 "note": "nothing bounds the buffer: shows the measurement sees growth",
+            },
+            {
+                "name": f"memory kept per finished @subagent call, {n_calls:,} calls",
+                "values": [held["per_call"]],
+                "unit": "B",
+                "target": {"op": "<", "value": 16.0},
+                "note": "tracemalloc, one open run (issue 12, target 4)",
+            },
+            {
+                "name": f"memory per open idle Run, {n_runs:,} runs",
+                "values": [held["per_run"]],
+                "unit": "B",
+                "target": {"op": "<=", "value": 4096.0},
+                "note": "tracemalloc, entered runs held open (issue 12, target 4)",
             },
         ],
         "absolute": {

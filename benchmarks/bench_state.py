@@ -10,12 +10,20 @@ documents with nested fields). Per size, candidates:
 - ``make_patch``: ``jsonpatch.make_patch(old, new)`` on the wire dicts before
   and after the same change;
 - ``dumps``: ``json.dumps`` of the whole state (compact), what a snapshot costs
-  to encode.
+  to encode;
+- ``plain``: `plain_diff`, a plain recursive differ descending wherever ``==``
+  says two values differ, from a copy of the state before the change to the
+  state after it (no type-exact comparison, no copy kept for the next publish,
+  no event): the floor issue 12 sets (target 6: ``publish`` <= 2x it at every
+  size);
+- ``orjson``: ``orjson.dumps`` of the whole state, the fastest snapshot
+  encoding there is (a bench dependency only; skipped without it).
 
 Before timing, the delta ``publish_state`` emits for one change is applied with
 ``jsonpatch`` to the state before the change and compared with the state after.
 
-Target: ``publish`` ≥ 20x faster than ``make_patch`` at ~1 MB.
+Targets: ``publish`` ≥ 20x faster than ``make_patch`` at ~1 MB; ``publish`` <= 2x
+``plain`` at every size.
 """
 
 from __future__ import annotations
@@ -47,6 +55,36 @@ def _compact(value: Any) -> str:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
+
+
+def plain_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
+    """RFC 6902 operations from *old* to *new*, descending wherever ``==`` says they differ."""
+    ops: list[dict[str, Any]] = []
+    _plain(old, new, path, ops)
+    return ops
+
+
+def _plain(old: Any, new: Any, path: str, ops: list[dict[str, Any]]) -> None:
+    if type(old) is dict and type(new) is dict:
+        for key, value in new.items():
+            at = path + "/" + key.replace("~", "~0").replace("/", "~1")
+            if key not in old:
+                ops.append({"op": "add", "path": at, "value": value})
+            elif old[key] != value:
+                _plain(old[key], value, at, ops)
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": path + "/" + key})
+    elif type(old) is list and type(new) is list:
+        for i, (a, b) in enumerate(zip(old, new, strict=False)):
+            if a != b:
+                _plain(a, b, f"{path}/{i}", ops)
+        for i in range(len(old) - 1, len(new) - 1, -1):
+            ops.append({"op": "remove", "path": f"{path}/{i}"})
+        for value in new[len(old) :]:
+            ops.append({"op": "add", "path": path + "/-", "value": value})
+    elif old != new:
+        ops.append({"op": "replace", "path": path, "value": new})
 
 
 def _repeats(fn: Callable[[], object]) -> int:
@@ -113,11 +151,33 @@ def _bench_size(label: str, n_docs: int, rounds: int) -> dict[str, Any]:
         def dumps() -> None:
             _compact(state)
 
+        plain_before = copy.deepcopy(state)
+
+        def plain() -> None:
+            leaf["id"] = next(counter)
+            plain_diff(plain_before, state)
+
+        leaf["id"] = -2
+        ours = plain_diff(plain_before, state)
+        if _canonical(jsonpatch.apply_patch(plain_before, ours)) != _canonical(state):
+            raise AssertionError("plain_diff's patch does not reproduce the new state")
+
         candidates = {
             "publish": _batch(publish, _repeats(publish)),
             "make_patch": _batch(make_patch, _repeats(make_patch)),
             "dumps": _batch(dumps, _repeats(dumps)),
+            "plain": _batch(plain, _repeats(plain)),
         }
+        try:
+            import orjson
+        except ImportError:  # a bench dependency; the figure is skipped without it
+            pass
+        else:
+
+            def orjson_dumps() -> None:
+                orjson.dumps(state)
+
+            candidates["orjson"] = _batch(orjson_dumps, _repeats(orjson_dumps))
         samples = interleave(candidates, rounds)
         still_delta = isinstance(last[0], ev.StateDeltaEvent)
 
@@ -157,6 +217,22 @@ def run(rounds: int = 12, sizes: dict[str, int] | None = None) -> dict[str, Any]
                 ratios(data["samples"], "dumps", "publish"),
             )
         )
+        figures.append(
+            figure(
+                f"state {label}: publish / plain == differ",
+                ratios(data["samples"], "publish", "plain"),
+                target=("<=", 2.0),
+                note="issue 12, target 6",
+            )
+        )
+        if "orjson" in data["samples"]:
+            figures.append(
+                figure(
+                    f"state {label}: publish / orjson snapshot",
+                    ratios(data["samples"], "publish", "orjson"),
+                    note="below 1: the delta costs less than encoding the state with orjson",
+                )
+            )
         checks[f"{label}"] = (
             f"{data['bytes']} bytes; delta applies: {data['delta_applies']}; "
             f"delta {data['delta']}; make_patch ops {data['make_patch_ops']}; "

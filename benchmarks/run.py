@@ -55,8 +55,8 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     ),
     "memory": (
         "benchmarks.bench_memory",
-        {"n_events": 1_000_000},
-        {"n_events": 100_000},
+        {"n_events": 1_000_000, "n_calls": 1_000_000},
+        {"n_events": 100_000, "n_calls": 20_000, "n_runs": 200},
     ),
     "otel": (
         "benchmarks.bench_otel",

@@ -26,7 +26,7 @@ TINY: dict[str, dict[str, Any]] = {
         "feed_events": 200,
         "feed_rounds": 2,
     },
-    "memory": {"n_events": 3000},
+    "memory": {"n_events": 3000, "n_calls": 300, "n_runs": 20},
     "http": {"n_events": 30, "rounds": 1, "stream_events": 20, "streams": 3, "ttfb_requests": 2},
     "otel": {"n_calls": 10, "n_events": 20, "rounds": 2},
     "store": {"n_events": 30, "rounds": 1, "append_events": 512, "replay_events": 100},
