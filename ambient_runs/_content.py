@@ -20,7 +20,7 @@ from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker
 from ambient_runs._state import operations, tracked_change
 from ambient_runs._wire import json_form
-from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning
+from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
 
 if TYPE_CHECKING:
     from typing import Self
@@ -86,13 +86,18 @@ class Handle:
         """End the handle, emitting its closing event(s)."""
         raise NotImplementedError
 
+    def _label(self) -> str:
+        """What the handle is, for messages: its kind, then its name and id where it has them."""
+        ident = getattr(self, "id", None)
+        return f"{self._what} {ident!r}" if ident is not None else self._what
+
     def _abandon(self, *, quietly: bool) -> None:
         """Close the handle on behalf of a scope that ended with it still open."""
         if not quietly:
-            warnings.warn(
-                f"{self._what} was still open when its scope ended; ambient_runs closed it",
+            warn_at_user(
+                f"{self._label()} was still open when its scope ended; ambient_runs closed it. "
+                f"End it before its scope ends: open it in a `with` block, or call its end()",
                 LeftOpenWarning,
-                stacklevel=4,
             )
         self.end()
 
@@ -262,6 +267,9 @@ class ToolCallHandle(Handle):
     __slots__ = ("id", "name", "parent_message_id", "result_message_id")
     _what = "tool call"
 
+    def _label(self) -> str:
+        return f"tool call {self.name!r} ({self.id})"
+
     def __init__(
         self, frame: Frame, call_id: str, name: str, parent_message_id: str | None
     ) -> None:
@@ -348,6 +356,9 @@ class ActivityHandle(Handle):
 
     __slots__ = ("activity_type", "id", "tracker")
     _what = "activity"
+
+    def _label(self) -> str:
+        return f"activity {self.id!r} ({self.activity_type})"
 
     def __init__(self, frame: Frame, message_id: str, activity_type: str, content: Any) -> None:
         super().__init__(frame)

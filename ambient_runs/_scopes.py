@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -168,6 +169,14 @@ def require(what: str) -> Frame:
             f"{what}() needs an active run: call it inside `async with ambient_runs.Run(input):` "
             "(or a function that run calls), or use the run's own method, e.g. run.say()"
         )
+        thread = threading.current_thread()
+        if thread is not threading.main_thread():
+            msg += (
+                f". This is thread {thread.name!r}, and a plain thread, ThreadPoolExecutor or "
+                "loop.run_in_executor does not carry the run's context into it: hand the work "
+                "over with ambient_runs.ContextThreadPoolExecutor, ambient_runs.run_in_executor, "
+                "ambient_runs.Thread or ambient_runs.wrap(fn) (asyncio.to_thread carries it)"
+            )
         raise NoActiveRunError(msg)
     return frame
 

@@ -69,6 +69,9 @@ class Step(Faces, Handle):
     __slots__ = ("__weakref__", "_depth", "_entered", "_spec", "_token")
     _what = "step"
 
+    def _label(self) -> str:
+        return f"step {self.name!r}"
+
     def __init__(self, name: str, *, frame: Frame | None = None) -> None:
         self._setup(StepSpec(name, frame))
 

@@ -31,6 +31,7 @@ from ambient_runs.errors import (
     HandleWarning,
     InvalidEventError,
     LeftOpenWarning,
+    warn_at_user,
 )
 
 if TYPE_CHECKING:
@@ -453,11 +454,12 @@ class Subagent(Faces, Emitters):
 
     def _abandon(self, *, quietly: bool) -> None:
         if not quietly:
-            warnings.warn(
+            warn_at_user(
                 f"subagent {self.name!r} ({self._id}) was still open when its scope ended; "
-                "ambient_runs finished it",
+                "ambient_runs finished it. Finish it before its parent ends: use `with "
+                "ambient_runs.subagent(...)` or the decorator, or call its finish() "
+                "(finish_with(), fail())",
                 LeftOpenWarning,
-                stacklevel=4,
             )
         self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or ""), quietly=quietly)
 

@@ -23,7 +23,11 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from collections.abc import Sequence
+from types import FrameType
 
 __all__ = (
     "AmbientRunsError",
@@ -108,7 +112,14 @@ class NoActiveRunError(AmbientRunsError, LookupError):
     """
     An emitter such as `ambient_runs.say` was called outside any run.
 
+    The message says how to call it inside one; raised in a thread other than
+    the main one, it also names the helpers that carry the run's context into
+    threads (`ContextThreadPoolExecutor`, `run_in_executor`, `Thread`, `wrap`),
+    since a plain pool or ``loop.run_in_executor`` is the usual cause.
+
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       Names the context-carrying helpers when raised in a worker thread.
     """
 
 
@@ -197,9 +208,13 @@ class LeftOpenWarning(AmbientRunsWarning):
     A scope or run ended with a message, tool call, step or subagent still open.
 
     ambient_runs closed it (end events in reverse order of opening) so the
-    stream stays valid; the warning names what was left open.
+    stream stays valid. The warning names what was left open (its kind, and
+    its name and id: ``tool call 'search' (r-tool-1)``), says how to end it,
+    and is attributed to the user's line, not to the library's.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       Names the name and id, says the fix, and points at the user's code.
     """
 
 
@@ -215,5 +230,33 @@ class ResultWarning(AmbientRunsWarning):
     """
     A decorated subagent returned a value with no JSON form; no result was sent.
 
+    The message names the first part JSON cannot hold (``result['sources'][1]
+    is an Opaque``) and the fix, and is attributed to the user's line.
+
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       Names the field without a JSON form.
     """
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_user(message: str, category: type[Warning]) -> None:
+    """
+    Issue *category* with *message*, attributed to the first frame outside ambient_runs.
+
+    A fixed ``stacklevel`` points at the library whenever the path to the
+    warning is one call longer or shorter (a decorator, a ``with`` block, the
+    run's end); walking out of the package's own frames (generated code
+    included) always lands on the user's line.
+    """
+    frame: FrameType | None = sys._getframe(0)
+    level = 1
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_PACKAGE)
+        or frame.f_code.co_filename.startswith("<ambient_runs")
+    ):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
