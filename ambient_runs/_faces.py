@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ambient_runs import _scopes
 from ambient_runs._decorators import decorate
@@ -119,13 +119,13 @@ class Faces:
     ) -> None:
         self.__exit__(exc_type, exc, tb)
 
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
-    @overload
-    def __call__(self, fn: Any) -> Any: ...
-    def __call__(self, fn: Any) -> Any:
+    # One signature, not an overload with an ``Any`` fallback: mypy answers ``Any`` for an
+    # overloaded call whose argument mentions ``Any`` (``-> dict[str, Any]``) when two
+    # overloads match, which erased every such decorated function's signature.
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate *fn* with this invocation's `spec`: each call runs in a fresh invocation."""
-        return self.spec(fn)
+        decorated: Callable[P, R] = self.spec(fn)
+        return decorated
 
 
 Invocation = TypeVar("Invocation", bound=Faces)
@@ -148,10 +148,7 @@ class SpecFaces(Generic[Invocation]):
         """Start a fresh invocation and return it (see the invocation's ``start``)."""
         return self.invocation().start()
 
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]: ...
-    @overload
-    def __call__(self, fn: Any) -> Any: ...
-    def __call__(self, fn: Any) -> Any:
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate *fn*: each call runs inside a fresh invocation of this spec."""
-        return decorate(fn, self.invocation)
+        decorated: Callable[P, R] = decorate(fn, self.invocation)
+        return decorated

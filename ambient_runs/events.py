@@ -755,6 +755,12 @@ class BaseEvent:
     raw_event: JSON = None
     metadata: Metadata | None = attrs.field(default=None, validator=_opt_metadata)
 
+    if TYPE_CHECKING:  # every concrete event has the field (set, not passed); for type checkers
+
+        @property
+        def type(self) -> EventType:
+            """The event's type, e.g. ``EventType.RUN_STARTED`` (a `str` enum)."""
+
 
 @attrs.frozen(kw_only=True, field_transformer=_type_first)
 class _Attributable(BaseEvent):

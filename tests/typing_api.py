@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, assert_type
 
 import ambient_runs as ar
 from ambient_runs import events as ev
@@ -108,3 +108,45 @@ async def run_api() -> None:
         events: list[ev.BaseEvent] = run.events.drain()
         run.say(3)  # type: ignore[arg-type]
     del ambient_id, result_id, same, owner, answer, resumed, events
+
+
+@ar.subagent("typed")
+async def typed(topic: str) -> dict[str, Any]:
+    """The README's shape: an async subagent returning ``dict[str, Any]`` (Any inside)."""
+    return {"topic": topic}
+
+
+@ar.step("typed step")
+def typed_step(items: list[Any]) -> dict[str, Any]:
+    """A step whose parameter and return mention Any."""
+    return {"n": len(items)}
+
+
+async def types_survive() -> None:
+    """What mypy infers equals what was declared: Any inside a signature no longer erases it."""
+    assert_type(await typed("x"), dict[str, Any])
+    assert_type(typed_step([]), dict[str, Any])
+    assert_type(research("x"), list[str])
+    assert_type(await write("x", 1), str)
+    assert_type(stream(2), Iterator[int])
+    assert_type(astream(2), AsyncIterator[int])
+    await typed(1)  # type: ignore[arg-type]
+    typed_step("not a list")  # type: ignore[arg-type]
+
+
+async def events_have_a_type() -> None:
+    """Events, from a run's log or a stream, have ``.type`` (an EventType)."""
+    async with ar.Run(ev.RunAgentInput(thread_id="t", run_id="r")) as run:
+        pass
+    assert_type(run.events[0], ev.BaseEvent)
+    assert_type(run.events[0].type, ev.EventType)
+    first_type: str = run.events[0].type  # a str enum: compares and formats as its value
+    async for event in ar.stream(agent_for_types, {"threadId": "t", "runId": "r"}):
+        assert_type(event, ev.BaseEvent)
+        assert_type(event.type, ev.EventType)
+    del first_type
+
+
+async def agent_for_types(run: ar.Run) -> dict[str, Any]:
+    """An agent as AgentApp and stream take it."""
+    return await typed(run.thread_id)
