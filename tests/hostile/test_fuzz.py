@@ -18,6 +18,11 @@ would call it. What must hold:
   or a ``200 text/event-stream`` whose events form a valid AG-UI stream with
   exactly one terminal event (unless the client left mid-stream);
 - no request holds the event loop for more than 50 ms of CPU time.
+
+`TestFuzzOverUvicorn` sends 400 more, generated the same way (less what an HTTP client
+cannot send), over real HTTP to a child uvicorn serving the same agent behind the loop
+probe of ``_serve_app.py``: the answers are checked the same way, the server answers a
+health request after every one, and its loop never held 50 ms.
 """
 
 from __future__ import annotations
@@ -25,9 +30,16 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import signal
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from _apps import varied
 from _wire_helpers import assert_one_terminal, events_of
@@ -478,3 +490,93 @@ def test_app_stays_usable_after_the_fuzz() -> None:
     events = events_of(b"".join(m.get("body", b"") for m in answer["sent"][1:]))
     assert ("RUN_STARTED", "RUN_FINISHED") == (events[0]["type"], events[-1]["type"])
     assert_one_terminal(events)
+
+
+# ---------------------------------------------------------------- over a real uvicorn
+
+_SERVE_APP = Path(__file__).resolve().parent / "_serve_app.py"
+_PRINTABLE = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30)
+_WIRE_HEADERS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["origin", "accept", "cookie", "traceparent", "x-anything", "last-event-id"]
+        ),
+        st.one_of(st.sampled_from([ORIGIN, "null", "*", "", "0"]), _PRINTABLE),
+    ),
+    max_size=4,
+)
+
+
+@pytest.fixture(scope="module")
+def uvicorn_url() -> Iterator[str]:
+    """The fuzz app (`_apps.varied`) in a child uvicorn behind the loop probe; stopped by PID."""
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [sys.executable, str(_SERVE_APP), "varied"], stdout=subprocess.PIPE, stderr=log
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if not line.strip().isdigit():
+                log.seek(0)
+                raise RuntimeError(f"the server did not start: {line!r} {log.read()[-2000:]!r}")
+            yield f"http://127.0.0.1:{int(line)}"
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+class TestFuzzOverUvicorn:
+    def test_generated_requests_over_http_get_clean_answers(self, uvicorn_url: str) -> None:
+        """
+        400 generated requests over real HTTP: each answer clean, the loop never held 50 ms.
+
+        The server's own probe answers ``/_health`` between requests throughout.
+        """
+        answered: list[int] = []
+        with httpx.Client(timeout=TIMEOUT) as client:
+            client.post(f"{uvicorn_url}/_health/reset").raise_for_status()
+
+            @settings(FUZZ, max_examples=400)
+            @given(
+                st.one_of(st.just("POST"), st.sampled_from(["GET", "PUT", "DELETE", "OPTIONS"])),
+                content_types.filter(lambda t: t is None or (t.isascii() and t.isprintable())),
+                _WIRE_HEADERS,
+                bodies,
+            )
+            def one(method: str, content_type: str | None, extra: Any, body: bytes) -> None:
+                # What an HTTP client can send at all (h11 refuses padded values itself).
+                headers = [(k, v.strip()) for k, v in extra]
+                if content_type is not None:
+                    headers.append(("content-type", content_type.strip()))
+                if method == "OPTIONS" and len(body) % 2:
+                    headers.append(("access-control-request-method", "POST"))
+                response = client.request(
+                    method, f"{uvicorn_url}/agent", content=body, headers=headers
+                )
+                sent = [
+                    {
+                        "type": "http.response.start",
+                        "status": response.status_code,
+                        "headers": [
+                            (k.encode(), v.encode("latin-1")) for k, v in response.headers.items()
+                        ],
+                    },
+                    {"type": "http.response.body", "body": response.content, "more_body": False},
+                ]
+                check({"method": method}, {"sent": sent, "left": False})
+                answered.append(response.status_code)
+                client.get(f"{uvicorn_url}/_health").raise_for_status()
+
+            one()
+            figures = client.get(f"{uvicorn_url}/_health").json()
+
+        assert 400 == len(answered)
+        assert {200, 400, 405, 415, 422} <= set(answered)
+        assert figures["max_hold_ms"] < HOLD_MS, figures
