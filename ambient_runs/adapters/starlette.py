@@ -108,14 +108,24 @@ def serve(agent: Agent, request: Request, **options: Any) -> AgentResponse:
     return AgentResponse(AgentApp(agent, **options), request)
 
 
+_OWN_HEADERS = (
+    (b"content-type", sse.CONTENT_TYPE.encode()),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+)
+"""The stream's headers, which `AgentApp` sends itself."""
+
+
 class AgentResponse(Response):
     """
     The response `serve` returns: an `AgentApp` answering one request.
 
     Its status and headers are decided when it is sent (200 and an event
     stream, or a 4xx with a JSON body); *status_code* and *headers* here
-    describe the stream. A *background* task (FastAPI sets its
-    ``BackgroundTasks`` here) runs after the response has been sent.
+    describe the stream. Headers the route adds (``response.headers["x-request-id"]
+    = …``, ``response.set_cookie(...)``) are sent with whichever answer it is. A
+    *background* task (FastAPI sets its ``BackgroundTasks`` here) runs after the
+    response has been sent.
 
     .. versionadded:: 0.2.0
     """
@@ -130,17 +140,20 @@ class AgentResponse(Response):
         self.status_code = 200
         self.background = background
         self.body = b""
-        self.raw_headers = [
-            (b"content-type", sse.CONTENT_TYPE.encode()),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),
-        ]
+        self.raw_headers = list(_OWN_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer the request as `AgentApp` would, reading the body through the request."""
+        added = [header for header in self.raw_headers if header not in _OWN_HEADERS]
+
+        async def send_with_added(message: Message) -> None:
+            if added and message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *added]}
+            await send(message)
+
         body = self.request.stream()
         try:
-            await self.app(scope, _BodyFirst(body, receive), send)
+            await self.app(scope, _BodyFirst(body, receive), send_with_added)
         finally:
             await body.aclose()
         if self.background is not None:

@@ -232,6 +232,30 @@ class TestStarletteRoute:
 
         assert {"user": "grace"} == events_of(response.content)[-1]["result"]
 
+    async def test_headers_the_route_adds_are_sent(self) -> None:
+        """A header and a cookie set on the response go out with the stream and with a 4xx."""
+
+        async def route(request: Request) -> AgentResponse:
+            response = serve(echo, request)
+            response.headers["x-request-id"] = "req-1"
+            response.set_cookie("session", "s1")
+            return response
+
+        app = Starlette(routes=[Route("/agent", route, methods=["POST"])])
+        async with serving(app) as url, httpx.AsyncClient(timeout=20) as client:
+            ok = await client.post(url, json=BODY)
+            bad = await client.post(
+                url, content=b"{", headers={"content-type": "application/json"}
+            )
+
+        for response in (ok, bad):
+            assert "req-1" == response.headers["x-request-id"]
+            assert "s1" == response.cookies["session"]
+        assert ok.headers["content-type"].startswith("text/event-stream")
+        assert 1 == len(ok.headers.get_list("content-type"))
+        assert "application/json" == bad.headers["content-type"]
+        assert 400 == bad.status_code
+
     async def test_cors_preflight_through_the_route(self) -> None:
         """With allow_origins and an OPTIONS route, the preflight is answered 204."""
 
