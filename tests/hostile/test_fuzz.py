@@ -204,7 +204,23 @@ def truncated(draw: st.DrawFn) -> bytes:
     return text[:at] + bytes([draw(st.integers(0, 255))]) + text[at + 1 :]
 
 
+# Valid inputs with any JSON where the schema takes any (state, forwarded props): the runs.
+valid = st.builds(
+    lambda state, props, text: _encode(
+        {
+            **VALID,
+            "state": state,
+            "forwardedProps": props,
+            "messages": [{"id": "u", "role": "user", "content": text}],
+        }
+    ),
+    st.recursive(scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=6),
+    st.dictionaries(st.text(max_size=5), scalars, max_size=3),
+    st.text(max_size=40),
+)
+
 bodies = st.one_of(
+    valid,
     mutated(),
     spliced(),
     truncated(),
@@ -265,7 +281,8 @@ def requests(draw: st.DrawFn, *, method: Any = None) -> dict[str, Any]:
     """One request: method, headers, body, how it is chunked, and when the client leaves."""
     body = draw(bodies)
     headers: list[tuple[bytes, bytes]] = []
-    content_type = draw(content_types if method is None else st.just("application/json"))
+    json_or_any = st.one_of(st.just("application/json"), content_types)
+    content_type = draw(json_or_any if method is None else st.just("application/json"))
     if content_type is not None:
         headers.append((b"content-type", content_type.encode("utf-8", "surrogatepass")))
     for name, value in draw(st.lists(st.tuples(header_names, header_values), max_size=4)):
@@ -546,7 +563,10 @@ class TestFuzzOverUvicorn:
             @settings(FUZZ, max_examples=400)
             @given(
                 st.one_of(st.just("POST"), st.sampled_from(["GET", "PUT", "DELETE", "OPTIONS"])),
-                content_types.filter(lambda t: t is None or (t.isascii() and t.isprintable())),
+                st.one_of(
+                    st.just("application/json"),
+                    content_types.filter(lambda t: t is None or (t.isascii() and t.isprintable())),
+                ),
                 _WIRE_HEADERS,
                 bodies,
             )
