@@ -151,7 +151,8 @@ class Run(Emitters):
         self._echo_input = echo_input
         self._result: Any = None
         self._cancelled = False
-        self._cancel_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        #: Each waiting `cancelled` call's future and its loop; a waiter removes itself.
+        self._cancel_waiters: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
         self._started = False
         self._root: Frame | None = None
         self._token: Any = None
@@ -435,14 +436,21 @@ class Run(Emitters):
 
         Code inside notices through `check_cancelled`, `cancelled` or
         `until_cancelled`. A transport trips it when the client disconnects.
+        A waiter whose event loop has closed meanwhile is skipped: nothing is
+        left to wake there, and the call never raises for it.
         """
         with self.pipeline.lock:
             if self._cancelled:
                 return
             self._cancelled = True
-            waiters, self._cancel_waiters = self._cancel_waiters, []
-        for loop, future in waiters:
-            loop.call_soon_threadsafe(resolve, future)
+            waiters, self._cancel_waiters = self._cancel_waiters, {}
+        for future, loop in waiters.items():
+            if loop.is_closed():
+                continue
+            try:
+                loop.call_soon_threadsafe(resolve, future)
+            except RuntimeError:  # it closed between the check and the call
+                continue
 
     def check_cancelled(self) -> None:
         """
@@ -455,14 +463,25 @@ class Run(Emitters):
             raise RunCancelledError(msg)
 
     async def cancelled(self) -> None:
-        """Wait until the run is cancelled."""
-        with self.pipeline.lock:
+        """
+        Wait until the run is cancelled.
+
+        The waiter is the run's only while it waits: returning, or being
+        cancelled itself, removes it, so any number of calls keep the run's
+        memory flat.
+        """
+        lock = self.pipeline.lock
+        with lock:
             if self._cancelled:
                 return
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
-            self._cancel_waiters.append((loop, future))
-        await future
+            self._cancel_waiters[future] = loop
+        try:
+            await future
+        finally:
+            with lock:
+                self._cancel_waiters.pop(future, None)
 
     async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
         """
