@@ -105,6 +105,10 @@ class Handle:
         """The run is over: mark the handle ended, sending nothing."""
         self._ended = True
 
+    def _open_children(self) -> Registry | None:
+        """Handles hold no other handles (a `Subagent` does)."""
+        return None
+
     def __enter__(self) -> Self:
         return self
 

@@ -56,6 +56,9 @@ class OpenHandle(Protocol):
     def _orphan(self) -> None:
         """The run is over: mark the handle ended without sending anything."""
 
+    def _open_children(self) -> Registry | None:
+        """The registry of handles opened *inside* this one (a subagent's), or None."""
+
 
 Registry = dict[int, OpenHandle]
 """The open handles of one scope, by ``id(handle)``, in opening order."""
@@ -229,17 +232,38 @@ class Pipeline:
         return self.scopes.get(owner)
 
     def close_left_open(self, registry: Registry, *, quietly: bool) -> None:
-        """Close what is still open in *registry*, newest first (a `LeftOpenWarning` each)."""
+        """
+        Close what is still open in *registry*, newest first (a `LeftOpenWarning` each).
+
+        Depth first and without recursion: what a subagent left open inside it
+        closes before the subagent does, at any nesting depth (thousands of
+        nested open subagents close as one loop, not a recursion per level).
+        """
         with self.lock:
-            for handle in reversed(list(registry.values())):
-                if not handle.ended:
-                    handle._abandon(quietly=quietly)
+            # (handle, whether what it holds open is already on the stack above it)
+            stack: list[tuple[OpenHandle, bool]] = [(h, False) for h in registry.values()]
+            while stack:
+                handle, expanded = stack.pop()
+                if handle.ended:
+                    continue
+                if not expanded:
+                    children = handle._open_children()
+                    if children:
+                        stack.append((handle, True))
+                        stack.extend((child, False) for child in children.values())
+                        continue
+                handle._abandon(quietly=quietly)
 
     def close(self) -> None:
         """The run is over: refuse further events and mark every open handle ended."""
         with self.lock:
             self.finished = True
-            for handle in list(self.root.values()):
+            stack = list(self.root.values())
+            while stack:  # no recursion, whatever the nesting depth
+                handle = stack.pop()
+                children = handle._open_children()
+                if children:
+                    stack.extend(children.values())
                 handle._orphan()
             self.root.clear()
             self.scopes = {None: self.root}

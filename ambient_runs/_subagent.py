@@ -413,11 +413,13 @@ class Subagent(Faces, Emitters):
         self._frame = None
 
     def _orphan(self) -> None:
-        """The run is over: mark the invocation and what it left open ended, sending nothing."""
+        """The run is over: mark the invocation ended, sending nothing (`Pipeline.close`
+        marks what it left open, without recursing)."""
         self._ended = True
-        for child in list(self._children.values()):
-            child._orphan()
         self._children.clear()
+
+    def _open_children(self) -> Registry | None:
+        return self._children
 
     def finish(self) -> None:
         """Send ``SUBAGENT_FINISHED`` with a success outcome. A second end warns."""

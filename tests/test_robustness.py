@@ -12,8 +12,12 @@ import asyncio
 import gc
 import tracemalloc
 
+import pytest
+
 import ambient_runs as ar
-from ambient_runs.testing import make_input
+from ambient_runs import events as ev
+from ambient_runs.errors import LeftOpenWarning
+from ambient_runs.testing import assert_valid, make_input
 
 
 class TestCancellationWaiters:
@@ -79,3 +83,74 @@ class TestCancellationWaiters:
         stale._log_destroy_pending = False  # its loop is gone: it can never run again
         del stale
 
+
+def nest(depth: int, *, write: bool = False) -> list[str | None]:
+    """Enter *depth* subagents, each inside the previous one, and leave none; return their ids."""
+    opened = []
+    for i in range(depth):
+        sub = ar.subagent(f"level-{i}")
+        sub.__enter__()
+        opened.append(sub.id)
+        if write:
+            ar.message().write(f"{i}")
+    return opened
+
+
+def run_nested(depth: int) -> tuple[ar.Run, list[str | None]]:
+    """A run that leaves *depth* nested subagents open when it ends."""
+    with ar.Run(make_input()) as run:
+        opened = nest(depth)
+    return run, opened
+
+
+def subagent_nested(depth: int) -> tuple[ar.Run, str | None]:
+    """A subagent that leaves *depth* nested subagents (each with a message) open."""
+    with ar.Run(make_input()) as run, ar.subagent("outer") as outer:
+        nest(depth, write=True)
+    return run, outer.id
+
+
+async def fail_nested(depth: int) -> ar.Run:
+    """A run that fails with *depth* nested subagents open; return it."""
+    run = ar.Run(make_input())
+    try:
+        async with run:
+            nest(depth)
+            raise KeyError("boom")
+    except KeyError:
+        return run
+    raise AssertionError("the KeyError must propagate")
+
+
+class TestDeepNesting:
+    DEPTH = 2_000  # well past the recursion limit (330 failed before)
+
+    def test_the_run_closes_any_depth_of_open_subagents(self) -> None:
+        """2,000 nested subagents left open: the run closes them innermost first, no recursion."""
+        with pytest.warns(LeftOpenWarning):
+            run, opened = run_nested(self.DEPTH)
+        events = list(run.events)
+        assert isinstance(events[-1], ev.RunFinishedEvent)
+        closed = [e.subagent_run_id for e in events if isinstance(e, ev.SubagentFinishedEvent)]
+        assert closed == opened[::-1]
+        assert_valid(events)
+
+    def test_a_subagent_closes_any_depth_it_left_open(self) -> None:
+        """The same below an ordinary subagent that ends normally."""
+        with pytest.warns(LeftOpenWarning):
+            run, outer = subagent_nested(self.DEPTH)
+        events = list(run.events)
+        assert isinstance(events[-1], ev.RunFinishedEvent)
+        finished = [e for e in events if isinstance(e, ev.SubagentFinishedEvent)]
+        assert len(finished) == self.DEPTH + 1
+        assert finished[-1].subagent_run_id == outer
+        assert_valid(events)
+
+    async def test_a_run_that_fails_with_any_depth_open_still_ends(self) -> None:
+        """After an exception RUN_ERROR goes out (open subagents need no end); the run is over."""
+        run = await fail_nested(self.DEPTH)
+        events = list(run.events)
+        assert isinstance(events[-1], ev.RunErrorEvent)
+        assert events[-1].code == "KeyError"
+        assert run.finished
+        assert_valid(events)
