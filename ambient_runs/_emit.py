@@ -198,6 +198,13 @@ def emit(event: object) -> None:
     An attributable event without ``subagent_run_id`` is attributed to the
     ambient subagent.
 
+    Raises:
+        ProtocolError: *event* is ``RUN_STARTED``, ``RUN_FINISHED`` or ``RUN_ERROR``
+            (rule ``run-lifecycle``): the run sends those itself, once; return,
+            raise, or raise `Interrupted` instead. Or *event* breaks the AG-UI
+            sequence rules.
+        InvalidEventError: A field of *event* is invalid.
+
     .. versionadded:: 0.1.0
     """
     emit_in(require("emit"), event)

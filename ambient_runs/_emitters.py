@@ -16,6 +16,7 @@ import attrs
 from ambient_runs import events as ev
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._foreign import coerce_event
+from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
 
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
@@ -105,7 +106,8 @@ class ContentEmitters:
         wire dict (see `ambient_runs._foreign.coerce_event`).
 
         An attributable event without a ``subagent_run_id`` is attributed to this
-        scope; one that carries its own keeps it.
+        scope; one that carries its own keeps it. See `ambient_runs.emit` for what
+        is refused.
         """
         emit_in(self._emit_frame(), event)
 
@@ -173,6 +175,8 @@ def message_in(
 def emit_in(frame: Frame, raw: object) -> None:
     """Emit a raw event in *frame*, attributing it when it is untagged."""
     event = coerce_event(raw)  # ours as is; an official ag_ui.core event or a wire dict, read
+    if type(event) in RUN_LIFECYCLE:
+        raise lifecycle_refused(type(event), "emit()")
     owner = frame.owner
     if owner is not None and type(event) in ev.ATTRIBUTABLE and event.subagent_run_id is None:  # type: ignore[attr-defined]
         event = attrs.evolve(cast(Any, event), subagent_run_id=owner)

@@ -6,8 +6,10 @@ One pipeline per `Run`. It owns, under one re-entrant lock:
 - the **path of an event**: `send` applies the run's transformers, then the
   verifier, then the sink, then the taps. A transformer's output is verified
   like anything else; a violation raises `ProtocolError` and the event never
-  reaches the sink. The lock makes the stream totally ordered when several
-  threads emit at once;
+  reaches the sink. The run's lifecycle events (`RUN_LIFECYCLE`) are the
+  run's own: a transformer may rewrite them, but may not make one out of
+  another event (`ProtocolError`, rule ``run-lifecycle``, as for ``emit()``).
+  The lock makes the stream totally ordered when several threads emit at once;
 - the **ids** the run hands out (messages, tool calls, subagents, interrupts);
 - the **finished flag**: once the terminal event is out, `send` refuses;
 - the **open handles by owner** (`scopes`): for each open scope, the run's own
@@ -35,13 +37,37 @@ from ambient_runs.errors import ProtocolError
 if TYPE_CHECKING:
     from ambient_runs._state import RunState
 
-__all__ = ("OpenHandle", "Pipeline", "Registry", "Sink", "Transformer")
+__all__ = (
+    "RUN_LIFECYCLE",
+    "OpenHandle",
+    "Pipeline",
+    "Registry",
+    "Sink",
+    "Transformer",
+    "lifecycle_refused",
+)
 
 Sink = Callable[[ev.BaseEvent], object]
 """Where a run's events go: any callable taking one event. Called under the run's lock."""
 
 Transformer = Callable[[ev.BaseEvent], "ev.BaseEvent | Sequence[ev.BaseEvent] | None"]
 """Rewrites one event: return it (changed or not), None to drop it, or several."""
+
+
+#: The run's own events: `Run` sends RUN_STARTED and the one terminal event, nobody else.
+RUN_LIFECYCLE: frozenset[type[ev.BaseEvent]] = frozenset(
+    {ev.RunStartedEvent, ev.RunFinishedEvent, ev.RunErrorEvent}
+)
+
+
+def lifecycle_refused(kind: type[ev.BaseEvent], by: str) -> ProtocolError:
+    """The error for a run lifecycle event that *by* (``emit()``, a transformer) tried to send."""
+    msg = (
+        f"{by} cannot send {kind.TYPE.value}: RUN_STARTED, RUN_FINISHED and RUN_ERROR belong to "
+        "the run, which sends them itself, exactly once. End the agent normally (return, or "
+        "run.finish_with(result)) to finish, raise to fail, or raise Interrupted to pause."
+    )
+    return ProtocolError(msg, rule="run-lifecycle")
 
 
 class OpenHandle(Protocol):
@@ -140,7 +166,12 @@ class Pipeline:
                 )
                 raise ProtocolError(msg, rule="run-finished")
             if self._transformers:
-                for out in self._transform(event):
+                batch = self._transform(event)
+                if type(event) not in RUN_LIFECYCLE:
+                    for out in batch:
+                        if type(out) in RUN_LIFECYCLE:
+                            raise lifecycle_refused(type(out), "A transformer")
+                for out in batch:
                     self._deliver(out)
                 return
             # The hot path, inlined: verify, then sink.

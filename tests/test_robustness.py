@@ -16,7 +16,7 @@ import pytest
 
 import ambient_runs as ar
 from ambient_runs import events as ev
-from ambient_runs.errors import LeftOpenWarning
+from ambient_runs.errors import LeftOpenWarning, ProtocolError
 from ambient_runs.testing import assert_valid, make_input
 
 
@@ -154,3 +154,42 @@ class TestDeepNesting:
         assert events[-1].code == "KeyError"
         assert run.finished
         assert_valid(events)
+
+
+class TestRawEmit:
+    @pytest.mark.parametrize(
+        "event",
+        [
+            ev.RunStartedEvent(thread_id="t", run_id="r"),
+            ev.RunFinishedEvent(thread_id="t", run_id="r"),
+            ev.RunErrorEvent(message="late"),
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+        ],
+        ids=["RUN_STARTED", "RUN_FINISHED", "RUN_ERROR", "a RUN_FINISHED dict"],
+    )
+    async def test_emit_refuses_the_runs_own_lifecycle(self, event: object) -> None:
+        """emit(RUN_*) raises ProtocolError naming the fix; the run still ends once, its way."""
+        async with ar.Run(make_input()) as run:
+            with pytest.raises(ProtocolError, match="belong to the run") as caught:
+                ar.emit(event)
+            assert caught.value.rule == "run-lifecycle"
+            ar.say("still going")
+        events = list(run.events)
+        assert [type(e) for e in events].count(ev.RunFinishedEvent) == 1
+        assert not [e for e in events if isinstance(e, ev.RunErrorEvent)]
+        assert isinstance(events[-1], ev.RunFinishedEvent)
+        assert_valid(events)
+
+    async def test_a_transformer_cannot_make_a_lifecycle_event_either(self) -> None:
+        """A transformer returning RUN_FINISHED for an ordinary event is refused the same way."""
+
+        def ends_early(event: ev.BaseEvent) -> ev.BaseEvent:
+            if isinstance(event, ev.CustomEvent):
+                return ev.RunFinishedEvent(thread_id="t", run_id="r")
+            return event
+
+        async with ar.Run(make_input(), transformers=[ends_early]) as run:
+            with pytest.raises(ProtocolError, match="belong to the run"):
+                ar.emit(ev.CustomEvent(name="x", value=1))
+        events = list(run.events)
+        assert [type(e) for e in events] == [ev.RunStartedEvent, ev.RunFinishedEvent]
