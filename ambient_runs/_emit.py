@@ -198,12 +198,17 @@ def emit(event: object) -> None:
     An attributable event without ``subagent_run_id`` is attributed to the
     ambient subagent.
 
+    An event object you built is rebuilt through its constructor first, so an
+    event altered after construction (``object.__setattr__``, ``object.__new__``)
+    is checked like a new one.
+
     Raises:
         ProtocolError: *event* is ``RUN_STARTED``, ``RUN_FINISHED`` or ``RUN_ERROR``
             (rule ``run-lifecycle``): the run sends those itself, once; return,
             raise, or raise `Interrupted` instead. Or *event* breaks the AG-UI
             sequence rules.
-        InvalidEventError: A field of *event* is invalid.
+        InvalidEventError: A field of *event* is invalid or missing, or holds a
+            value with no JSON form.
 
     .. versionadded:: 0.1.0
     """

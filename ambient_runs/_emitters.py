@@ -17,6 +17,7 @@ from ambient_runs import events as ev
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._foreign import coerce_event
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
+from ambient_runs.errors import InvalidEventError
 
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
@@ -177,7 +178,34 @@ def emit_in(frame: Frame, raw: object) -> None:
     event = coerce_event(raw)  # ours as is; an official ag_ui.core event or a wire dict, read
     if type(event) in RUN_LIFECYCLE:
         raise lifecycle_refused(type(event), "emit()")
+    if event is raw:  # built by the caller, who may have altered it: build it again, checked
+        event = revalidated(event)
     owner = frame.owner
     if owner is not None and type(event) in ev.ATTRIBUTABLE and event.subagent_run_id is None:  # type: ignore[attr-defined]
         event = attrs.evolve(cast(Any, event), subagent_run_id=owner)
     frame.pipeline.send(event)
+
+
+def revalidated(event: ev.BaseEvent) -> ev.BaseEvent:
+    """
+    *event* rebuilt through its constructor, so every field is checked again.
+
+    Events are frozen, but ``object.__setattr__`` and ``object.__new__`` get past
+    that: a user-built event reaching the raw `emit` path is trusted no further
+    than its constructor would trust its fields (the library's own emitters
+    build theirs checked, or from values known to be valid).
+
+    Raises:
+        InvalidEventError: A field is invalid, or missing (made without the constructor).
+    """
+    cls = type(event)
+    try:
+        fields = {a.alias: getattr(event, a.name) for a in attrs.fields(cls) if a.init}
+    except AttributeError as missing:
+        msg = (
+            f"{cls.__name__} was not made by its constructor ({missing}); "
+            f"build events with {cls.__name__}(...)"
+        )
+        raise InvalidEventError(msg) from None
+    rebuilt: ev.BaseEvent = cls(**fields)
+    return rebuilt

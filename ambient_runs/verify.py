@@ -501,8 +501,9 @@ class Verifier:
 
 
 def _open_at_finish(what: str, parts: list[str], ids: list[str]) -> Violation:
+    # str(): an event altered after construction may hold a non-string id.
     return Rule.OPEN_AT_RUN_FINISHED(
-        "RUN_FINISHED", tuple(ids), what=what, listing=", ".join(parts)
+        "RUN_FINISHED", tuple(ids), what=what, listing=", ".join(map(str, parts))
     )
 
 

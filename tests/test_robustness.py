@@ -16,8 +16,9 @@ import pytest
 
 import ambient_runs as ar
 from ambient_runs import events as ev
-from ambient_runs.errors import LeftOpenWarning, ProtocolError
+from ambient_runs.errors import InvalidEventError, LeftOpenWarning, ProtocolError
 from ambient_runs.testing import assert_valid, make_input
+from ambient_runs.verify import Verifier
 
 
 class TestCancellationWaiters:
@@ -193,3 +194,47 @@ class TestRawEmit:
                 ar.emit(ev.CustomEvent(name="x", value=1))
         events = list(run.events)
         assert [type(e) for e in events] == [ev.RunStartedEvent, ev.RunFinishedEvent]
+
+
+class TestTamperedEvents:
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [("message_id", None), ("message_id", 7), ("role", "tool"), ("delta", None)],
+    )
+    async def test_a_tampered_frozen_event_is_revalidated(self, field: str, value: object) -> None:
+        """object.__setattr__ on a frozen event: emit re-validates and raises InvalidEventError."""
+        event: ev.BaseEvent = (
+            ev.TextMessageContentEvent(message_id="m", delta="x")
+            if field == "delta"
+            else ev.TextMessageStartEvent(message_id="m")
+        )
+        object.__setattr__(event, field, value)
+        async with ar.Run(make_input()) as run:
+            with pytest.raises(InvalidEventError, match=field):
+                ar.emit(event)
+        events = list(run.events)
+        assert [type(e) for e in events] == [ev.RunStartedEvent, ev.RunFinishedEvent]
+
+    async def test_an_event_made_without_its_constructor_is_refused(self) -> None:
+        """object.__new__(cls) with no fields set: InvalidEventError, not AttributeError."""
+        bare = object.__new__(ev.TextMessageEndEvent)
+        async with ar.Run(make_input()) as run:
+            with pytest.raises(InvalidEventError, match="constructor"):
+                ar.emit(bare)
+            run.emit(ev.TextMessageStartEvent(message_id="m"))
+            run.emit(ev.TextMessageEndEvent(message_id="m"))
+        assert_valid(list(run.events))
+
+    def test_the_verifier_reports_a_none_id_as_a_violation(self) -> None:
+        """A Verifier fed a tampered event (messageId None) gives violations, never TypeError."""
+        start = ev.TextMessageStartEvent(message_id="m")
+        object.__setattr__(start, "message_id", None)
+        found = Verifier().verify(
+            [
+                ev.RunStartedEvent(thread_id="t", run_id="r"),
+                start,
+                ev.RunFinishedEvent(thread_id="t", run_id="r"),
+            ]
+        )
+        assert found
+        assert "None" in found[-1].message
