@@ -32,6 +32,7 @@ __all__ = (
     "result_json",
     "safely",
     "subagent_ending",
+    "text_of",
 )
 
 _log = logging.getLogger("ambient_runs")
@@ -91,8 +92,25 @@ def is_cancellation(exc: BaseException) -> bool:
 
 def code_of(exc: BaseException) -> str:
     """The error code *exc* names: its ``code`` attribute (a string), or its class name."""
-    code = getattr(exc, "code", None)
+    try:
+        code = getattr(exc, "code", None)
+    except Exception:  # a property that raises: the class name still names it
+        return type(exc).__name__
     return code if isinstance(code, str) else type(exc).__name__
+
+
+def text_of(exc: BaseException) -> str:
+    """
+    ``str(exc)``, or the class name when that is empty or ``__str__`` itself raises.
+
+    An exception whose ``__str__`` raises must still end its run or subagent with
+    the error event: asking for its text never raises.
+    """
+    try:
+        text = str(exc)
+    except Exception:
+        return type(exc).__name__
+    return text or type(exc).__name__
 
 
 #: A framework's own pause exceptions, read as interrupts (`register_suspending`).
@@ -153,9 +171,7 @@ def subagent_ending(sid: str, exc: BaseException) -> ev.BaseEvent:
         return ev.SubagentFinishedEvent(subagent_run_id=sid, metadata=meta)
     if is_cancellation(exc):
         return ev.SubagentErrorEvent(subagent_run_id=sid, message="cancelled", code="cancelled")
-    return ev.SubagentErrorEvent(
-        subagent_run_id=sid, message=str(exc) or type(exc).__name__, code=code_of(exc)
-    )
+    return ev.SubagentErrorEvent(subagent_run_id=sid, message=text_of(exc), code=code_of(exc))
 
 
 def result_form(result: Any, name: str) -> Any:

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._futures import resolve
-from ambient_runs._outcomes import code_of, interrupts_of, is_cancellation, result_json, safely
+from ambient_runs._outcomes import (
+    code_of,
+    interrupts_of,
+    is_cancellation,
+    result_json,
+    safely,
+    text_of,
+)
 from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame
 from ambient_runs._state import RunState, publish_state_in, set_state_in, update_state_in
@@ -358,7 +365,7 @@ class Run(Emitters):
             outcome = ev.RunFinishedCancelledOutcome()
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return isinstance(exc, RunCancelledError)
-        safely(self._send_error, str(exc) or type(exc).__name__, code_of(exc))
+        safely(self._send_error, text_of(exc), code_of(exc))
         return False
 
     def _finished_event(
@@ -379,7 +386,7 @@ class Run(Emitters):
                 pipeline.send(finished)
             except Exception as error:
                 # It could not finish cleanly: RUN_ERROR keeps the stream valid.
-                safely(self._send_error, str(error), "protocol_error")
+                safely(self._send_error, text_of(error), "protocol_error")
                 raise
             pipeline.finished = True
 

@@ -31,6 +31,7 @@ import attrs
 from ambient_runs import events as ev
 from ambient_runs._futures import resolve as _resolve
 from ambient_runs._outcomes import code_of as _code_of
+from ambient_runs._outcomes import text_of as _text_of
 from ambient_runs._run import Run
 from ambient_runs.threads import run_in_executor
 
@@ -486,7 +487,7 @@ class EventStream:
             # The run ended without its terminal event (it failed to start, or to send
             # it, or was cancelled before it began): the stream still ends well formed.
             if error is not None:
-                message, code = str(error) or type(error).__name__, _code_of(error)
+                message, code = _text_of(error), _code_of(error)
             elif task.cancelled():
                 message, code = "the agent was cancelled before the run finished", "cancelled"
             else:

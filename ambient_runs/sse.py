@@ -26,6 +26,7 @@ from collections.abc import (
 from typing import Any, TypeAlias
 
 from ambient_runs import events as ev
+from ambient_runs._outcomes import code_of, text_of
 from ambient_runs._wire import encode_json, framed
 
 __all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "check_keep_alive", "encode", "frames")
@@ -278,10 +279,9 @@ _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
 
 def _error_frame(error: Exception) -> bytes:
     """The ``RUN_ERROR`` frame that ends a stream which failed with *error*."""
-    code = getattr(error, "code", None)
-    code = code if isinstance(code, str) else type(error).__name__
+    code = code_of(error)
     try:
-        return encode(ev.RunErrorEvent(message=str(error) or code, code=code))
+        return encode(ev.RunErrorEvent(message=text_of(error), code=code))
     except Exception:  # a message JSON cannot carry (a lone surrogate, say)
         return encode(ev.RunErrorEvent(message=type(error).__name__, code=type(error).__name__))
 

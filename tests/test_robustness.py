@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import tracemalloc
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -238,3 +240,68 @@ class TestTamperedEvents:
         )
         assert found
         assert "None" in found[-1].message
+
+
+class Unprintable(Exception):
+    """An exception whose ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ failed too")
+
+
+async def within(run: ar.Run, body: Callable[[], Awaitable[object]]) -> None:
+    """Run *body* inside *run*."""
+    async with run:
+        await body()
+
+
+async def ended_by(
+    error: type[BaseException], body: Callable[[], Awaitable[object]], **options: Any
+) -> ar.Run:
+    """A run (made with *options*) that *body* leaves with *error*, which propagates."""
+    run = ar.Run(make_input(), **options)
+    with pytest.raises(error):
+        await within(run, body)
+    return run
+
+
+class TestUnprintableExceptions:
+    async def test_the_run_still_ends_with_run_error(self) -> None:
+        """The user's exception propagates and RUN_ERROR names its class."""
+
+        async def body() -> None:
+            ar.say("before")
+            raise Unprintable
+
+        run = await ended_by(Unprintable, body)
+        last = list(run.events)[-1]
+        assert isinstance(last, ev.RunErrorEvent)
+        assert last.code == "Unprintable"
+        assert_valid(list(run.events))
+
+    async def test_a_subagent_it_leaves_fails(self) -> None:
+        """Inside a subagent: SUBAGENT_ERROR (not a plain SUBAGENT_FINISHED), then RUN_ERROR."""
+
+        @ar.subagent("fragile")
+        async def fragile() -> None:
+            raise Unprintable
+
+        run = await ended_by(Unprintable, fragile)
+        events = list(run.events)
+        (ending,) = [e for e in events if isinstance(e, ev.SubagentErrorEvent)]
+        assert ending.code == "Unprintable"
+        assert not [e for e in events if isinstance(e, ev.SubagentFinishedEvent)]
+        assert isinstance(events[-1], ev.RunErrorEvent)
+        assert_valid(events)
+
+    async def test_a_stream_ends_with_run_error_too(self) -> None:
+        """Under stream(): the last event is RUN_ERROR with the class name as code."""
+
+        async def agent(run: ar.Run) -> None:
+            with ar.subagent("worker"):
+                raise Unprintable
+
+        events = [e async for e in ar.stream(agent, make_input())]
+        assert isinstance(events[-1], ev.RunErrorEvent)
+        assert events[-1].code == "Unprintable"
+        assert_valid(events)
