@@ -50,6 +50,7 @@ from ambient_runs._subagent import Subagent, SubagentSpec
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, to_wire
 from ambient_runs.errors import (
+    AgentError,
     AmbientRunsError,
     AmbientRunsWarning,
     HandleClosedError,
@@ -70,6 +71,7 @@ from ambient_runs.threads import ContextThreadPoolExecutor, Thread, run_in_execu
 
 __all__ = [
     "ActivityHandle",
+    "AgentError",
     "AmbientRunsError",
     "AmbientRunsWarning",
     "ContextThreadPoolExecutor",

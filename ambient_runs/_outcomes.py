@@ -20,9 +20,13 @@ import attrs
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._wire import json_form, wire_form
-from ambient_runs.errors import ResultWarning, RunCancelledError, warn_at_user
+from ambient_runs.errors import AgentError, ResultWarning, RunCancelledError, warn_at_user
 
 __all__ = (
+    "DEFAULT_POLICY",
+    "GENERIC_MESSAGE",
+    "ErrorDescriber",
+    "ErrorPolicy",
     "Interrupted",
     "code_of",
     "interrupts_of",
@@ -33,6 +37,7 @@ __all__ = (
     "safely",
     "subagent_ending",
     "text_of",
+    "wire_text",
 )
 
 _log = logging.getLogger("ambient_runs")
@@ -150,14 +155,96 @@ def interrupts_of(exc: BaseException) -> tuple[ev.Interrupt, ...] | None:
     return None
 
 
-def subagent_ending(sid: str, exc: BaseException) -> ev.BaseEvent:
+#: What a client reads of an unexpected exception, unless the run exposes errors.
+GENERIC_MESSAGE = "The agent failed; the server's log has the details."
+
+ErrorDescriber = Callable[[BaseException], "tuple[str, str | None] | None"]
+"""Maps an exception to the ``(message, code)`` its client sees; None lets the default apply."""
+
+
+@attrs.frozen
+class ErrorPolicy:
+    """
+    What a client learns of an exception that ends a run or a subagent.
+
+    The one path of every ``RUN_ERROR`` and ``SUBAGENT_ERROR`` made from an
+    exception: a run's end, a subagent's end, `stream`'s fallback, `sse.frames`'
+    closing frame, `relay`'s abandoned subagent. In order:
+
+    1. *describe* (`Run`'s ``describe_error=``), when given, is asked first: the
+       ``(message, code)`` it returns is used; None, a hook that raises (logged)
+       or returns something else falls through;
+    2. an `AgentError` shows its own message and code: what an agent raises on
+       purpose to tell its client something;
+    3. any other exception shows its text only with *expose* (``expose_errors=True``,
+       for development), `GENERIC_MESSAGE` otherwise. Its code is always kept:
+       the exception's ``code`` attribute when that is a string, else its class
+       name (``"TimeoutError"``), enough to branch on and nothing of the text.
+
+    Messages are made safe for the wire (`wire_text`), and an exception whose
+    ``__str__`` raises shows its class name (`text_of`).
+    """
+
+    expose: bool = False
+    describe: ErrorDescriber | None = attrs.field(default=None, repr=False)
+
+    def report(self, exc: BaseException) -> tuple[str, str | None]:
+        """The ``(message, code)`` that *exc* ends a run or a subagent with."""
+        describe = self.describe
+        if describe is not None:
+            described = _described(describe, exc)
+            if described is not None:
+                return described
+        if isinstance(exc, AgentError):
+            return wire_text(exc.message), exc.code
+        if self.expose:
+            return wire_text(text_of(exc)), code_of(exc)
+        return GENERIC_MESSAGE, code_of(exc)
+
+
+#: The policy of a run made without one, and of a stream with no run behind it.
+DEFAULT_POLICY = ErrorPolicy()
+
+
+def _described(describe: ErrorDescriber, exc: BaseException) -> tuple[str, str | None] | None:
+    try:
+        described = describe(exc)
+    except Exception:
+        _log.error("describe_error raised; the default error policy applies", exc_info=True)
+        return None
+    if described is None:
+        return None
+    if (
+        isinstance(described, tuple)
+        and len(described) == 2
+        and isinstance(described[0], str)
+        and (described[1] is None or isinstance(described[1], str))
+    ):
+        return wire_text(described[0]), described[1]
+    _log.error(
+        "describe_error returned %r, not a (message, code) pair of strings; the default applies",
+        described,
+    )
+    return None
+
+
+def wire_text(text: str) -> str:
+    """*text* with any lone surrogate (which UTF-8 cannot encode) replaced by ``?``."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def subagent_ending(
+    sid: str, exc: BaseException, policy: ErrorPolicy = DEFAULT_POLICY
+) -> ev.BaseEvent:
     """
     The event that ends subagent invocation *sid* whose body raised *exc*.
 
     `Interrupted` suspends it (naming the interrupts raised in it); a generator
     closed early or ``SystemExit``/``KeyboardInterrupt`` finishes it (the
     latter named in metadata); a cancellation or any other exception fails it,
-    with code ``cancelled`` or `code_of`.
+    with code ``cancelled``, or with what *policy* reports of *exc*.
     """
     interrupts = interrupts_of(exc)
     if interrupts is not None:
@@ -171,7 +258,8 @@ def subagent_ending(sid: str, exc: BaseException) -> ev.BaseEvent:
         return ev.SubagentFinishedEvent(subagent_run_id=sid, metadata=meta)
     if is_cancellation(exc):
         return ev.SubagentErrorEvent(subagent_run_id=sid, message="cancelled", code="cancelled")
-    return ev.SubagentErrorEvent(subagent_run_id=sid, message=text_of(exc), code=code_of(exc))
+    message, code = policy.report(exc)
+    return ev.SubagentErrorEvent(subagent_run_id=sid, message=message, code=code)
 
 
 def result_form(result: Any, name: str) -> Any:

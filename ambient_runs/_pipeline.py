@@ -11,7 +11,11 @@ One pipeline per `Run`. It owns, under one re-entrant lock:
   another event (`ProtocolError`, rule ``run-lifecycle``, as for ``emit()``).
   The lock makes the stream totally ordered when several threads emit at once;
 - the **ids** the run hands out (messages, tool calls, subagents, interrupts);
-- the **finished flag**: once the terminal event is out, `send` refuses;
+- the **finished flag**: once the terminal event is out, `send` refuses; the
+  terminal event goes out through `finish` (transformers and verifier, like
+  any other), or, when that fails, through `last_resort`;
+- the run's **error policy** (``_outcomes.ErrorPolicy``): what a client learns
+  of an exception, read by every scope that ends with one;
 - the **open handles by owner** (`scopes`): for each open scope, the run's own
   (owner None) and each open subagent invocation's (owner: its id), the
   handles opened in it and not yet ended, in opening order. A scope that ends
@@ -32,6 +36,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ambient_runs import events as ev
+from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
 from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -113,6 +118,7 @@ class Pipeline:
         "_tool_call_ids",
         "_transformers",
         "drain_hook",
+        "error_policy",
         "finished",
         "lock",
         "message_owners",
@@ -120,6 +126,7 @@ class Pipeline:
         "run_id",
         "scopes",
         "state",
+        "terminal",
     )
 
     def __init__(
@@ -143,6 +150,10 @@ class Pipeline:
         self._interrupt_ids = itertools.count(1)
         #: Whether the terminal event has gone out (or the run is over): `send` refuses.
         self.finished = False
+        #: The terminal event delivered (`finish`, `last_resort`), None before.
+        self.terminal: ev.BaseEvent | None = None
+        #: What clients learn of exceptions (`Run`'s *expose_errors*, *describe_error*).
+        self.error_policy: ErrorPolicy = DEFAULT_POLICY
         #: The run's own registry: handles opened by the parent agent.
         self.root: Registry = {}
         #: The registry of every open scope, by owner (None: the run's, `root`).
@@ -182,6 +193,50 @@ class Pipeline:
             if self._taps:
                 for tap in self._taps:
                     tap(event)
+
+    def finish(self, event: ev.BaseEvent, *, late: bool = False) -> None:
+        """
+        Send the run's terminal *event* (transformers, verifier, sink) and finish the run.
+
+        Args:
+            late: The run is already over (closed) without its terminal event: a
+                transport supplies it (`stream`'s fallback). Refused all the same
+                once a terminal event has gone out.
+
+        Raises:
+            ProtocolError: The run has finished, or the verifier refused.
+            Exception: Whatever a transformer or the sink raised; the run is
+                not finished then (`last_resort` can still end it).
+        """
+        with self.lock:
+            if self.terminal is not None or (self.finished and not late):
+                msg = (
+                    f"Cannot send {event.TYPE.value!r}: run {self.run_id!r} has already "
+                    "finished. Start a new Run to send more."
+                )
+                raise ProtocolError(msg, rule="run-finished")
+            batch = self._transform(event) if self._transformers else [event]
+            for out in batch:
+                self._deliver(out)
+            self.terminal = batch[-1] if batch else event
+            self.finished = True
+
+    def last_resort(self, event: ev.RunErrorEvent) -> None:
+        """
+        Deliver *event* past the transformers (verifier, sink, taps) and finish the run.
+
+        For the one case a terminal event could not go through `finish` (a
+        transformer raised, or dropped it): the stream must still end with one.
+        *event* carries a fixed message (``_outcomes.GENERIC_MESSAGE``) and a
+        code, never exception text, so skipping the transformers cannot leak
+        what they were there to hide. Nothing happens once a terminal event is out.
+        """
+        with self.lock:
+            if self.terminal is not None:
+                return
+            self._deliver(event)
+            self.terminal = event
+            self.finished = True
 
     def _deliver(self, event: ev.BaseEvent) -> None:
         if self._check is not None:

@@ -72,7 +72,7 @@ import jsonpatch
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._foreign import coerce_event
-from ambient_runs._outcomes import Interrupted, code_of, is_cancellation, text_of
+from ambient_runs._outcomes import Interrupted, is_cancellation
 from ambient_runs._state import set_state_in, update_state_in
 from ambient_runs._subagent import Subagent
 from ambient_runs._wire import to_wire, wire_form
@@ -842,10 +842,12 @@ class _Relay:
 
     def abandon(self, exc: BaseException) -> None:
         """Something escaped the relay (cancellation, the caller's error): close quietly."""
+        reason: str
+        code: str | None
         if is_cancellation(exc):
             reason, code = "cancelled", "cancelled"
-        else:
-            reason, code = text_of(exc), code_of(exc)
+        else:  # what the run's error policy lets a client read of it
+            reason, code = self.run.pipeline.error_policy.report(exc)
         try:
             self.close_open(reason, code)
         except Exception:

@@ -10,6 +10,7 @@ and on exit closes what is left open and sends the one terminal event.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -18,12 +19,13 @@ from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._futures import resolve
 from ambient_runs._outcomes import (
-    code_of,
+    GENERIC_MESSAGE,
+    ErrorDescriber,
+    ErrorPolicy,
     interrupts_of,
     is_cancellation,
     result_json,
     safely,
-    text_of,
 )
 from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ("EventLog", "Run", "Sink", "Transformer", "current_run")
 
 T = TypeVar("T")
+
+_log = logging.getLogger("ambient_runs")
 
 PROTOCOL_VERSION = "1.0"
 
@@ -101,11 +105,24 @@ class Run(Emitters):
       of only those) leaves it; the exception stops here;
     - ``RUN_FINISHED`` with a ``cancelled`` outcome on cancellation (asyncio's,
       re-raised; or `check_cancelled`'s, which stops here);
-    - ``RUN_ERROR`` (message, and the exception's ``code`` or class name) on any
-      other exception, which is re-raised.
+    - ``RUN_ERROR`` on any other exception, which is re-raised. Its code is the
+      exception's ``code`` attribute or class name; its message is generic unless
+      the exception is an `AgentError` (raised to tell the client something),
+      *expose_errors* is on, or *describe_error* says otherwise (see below).
 
     Anything still open at a finish (messages, tool calls, steps, subagents) is
     closed first, in reverse order of opening, with a `LeftOpenWarning`.
+
+    **Error exposure.** Exception text can hold anything (a password in a
+    connection string, a path), so by default a client reads
+    ``"The agent failed; the server's log has the details."`` and a code. Every
+    exception-made ``RUN_ERROR`` and ``SUBAGENT_ERROR`` of the run is decided the
+    same way (``_outcomes.ErrorPolicy``): *describe_error* first, then an
+    `AgentError`'s own message, then the exception's text with *expose_errors*,
+    else the generic message. The terminal event goes through the transformers
+    and the verifier like any other; if they fail on it, a ``RUN_ERROR`` with the
+    generic message and the same code goes out past the transformers, so the
+    stream still ends with one, and no exception text ever skips them.
 
     Args:
         input: The request, a `RunAgentInput` or its wire form (a dict).
@@ -116,6 +133,12 @@ class Run(Emitters):
         echo_input: Put *input* into ``RUN_STARTED.input``.
         request: The HTTP request being served (`Run.request`); a transport
             passes it, before any run hook sees the run.
+        expose_errors: Show an unexpected exception's text to the client (for
+            development); off by default.
+        describe_error: ``describe_error(exc)`` returns the ``(message, code)``
+            the client sees for *exc*, or None for the default; asked first, for
+            every exception that ends the run or one of its subagents. One that
+            raises is logged and the default applies.
 
     .. versionadded:: 0.1.0
     """
@@ -130,6 +153,8 @@ class Run(Emitters):
         state: Any = None,
         echo_input: bool = False,
         request: Request | None = None,
+        expose_errors: bool = False,
+        describe_error: ErrorDescriber | None = None,
     ) -> None:
         if not isinstance(input, ev.RunAgentInput):
             input = ev.RunAgentInput.from_wire(input)
@@ -155,6 +180,9 @@ class Run(Emitters):
             _scopes.taps(),
             self._state,
         )
+        #: What clients learn of exceptions (*expose_errors*, *describe_error*).
+        self.error_policy = ErrorPolicy(expose_errors, describe_error)
+        self.pipeline.error_policy = self.error_policy
         self._echo_input = echo_input
         self._result: Any = None
         self._cancelled = False
@@ -365,7 +393,7 @@ class Run(Emitters):
             outcome = ev.RunFinishedCancelledOutcome()
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return isinstance(exc, RunCancelledError)
-        safely(self._send_error, text_of(exc), code_of(exc))
+        safely(self._send_error, *self.error_policy.report(exc))
         return False
 
     def _finished_event(
@@ -383,19 +411,36 @@ class Run(Emitters):
         with pipeline.lock:
             try:
                 pipeline.close_left_open(pipeline.root, quietly=quietly)
-                pipeline.send(finished)
+                pipeline.finish(finished)
             except Exception as error:
                 # It could not finish cleanly: RUN_ERROR keeps the stream valid.
-                safely(self._send_error, text_of(error), "protocol_error")
+                message, _ = self.error_policy.report(error)
+                safely(self._send_error, message, "protocol_error")
                 raise
-            pipeline.finished = True
 
-    def _send_error(self, message: str, code: str | None) -> None:
+    def _send_error(self, message: str, code: str | None, *, late: bool = False) -> None:
+        """
+        End the run with ``RUN_ERROR`` (*message*, *code*), unless it has its terminal event.
+
+        Through the transformers and the verifier; when they fail on it, a
+        ``RUN_ERROR`` with the generic message and *code* goes out past the
+        transformers (`Pipeline.last_resort`). *late*: the run is over already
+        and a transport supplies its missing terminal event.
+        """
         pipeline = self.pipeline
         with pipeline.lock:
-            if not pipeline.finished:
-                pipeline.send(ev.RunErrorEvent(message=message, code=code))
-                pipeline.finished = True
+            if pipeline.terminal is not None or (pipeline.finished and not late):
+                return
+            try:
+                pipeline.finish(ev.RunErrorEvent(message=message, code=code), late=late)
+            except Exception:
+                _log.error(
+                    "run %r: its RUN_ERROR failed in the transformers or the verifier; "
+                    "a generic RUN_ERROR went out past the transformers instead",
+                    self.run_id,
+                    exc_info=True,
+                )
+                pipeline.last_resort(ev.RunErrorEvent(message=GENERIC_MESSAGE, code=code))
 
     def finish_with(self, result: Any) -> None:
         """

@@ -30,8 +30,7 @@ import attrs
 
 from ambient_runs import events as ev
 from ambient_runs._futures import resolve as _resolve
-from ambient_runs._outcomes import code_of as _code_of
-from ambient_runs._outcomes import text_of as _text_of
+from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs._run import Run
 from ambient_runs.threads import run_in_executor
 
@@ -75,10 +74,13 @@ def stream(
     (through `Run.finish_with`). The agent task starts on the first iteration.
 
     - **Errors.** An exception in *agent* ends the stream with ``RUN_ERROR``
-      (message, and the exception's ``code`` or class name); it is logged on
-      the ``ambient_runs`` logger and *not* raised to the consumer: the stream is
-      the report. If the run could not even send its terminal event, the stream
-      supplies the ``RUN_ERROR`` itself.
+      (the run's error policy: a generic message unless it is an `AgentError`
+      or *expose_errors* is on, and the exception's ``code`` or class name); it
+      is logged on the ``ambient_runs`` logger and *not* raised to the consumer:
+      the stream is the report. If the run could not even send its terminal
+      event, the stream supplies the ``RUN_ERROR``, through the same policy,
+      transformers and verifier (a generic one past the transformers if they
+      fail on it).
     - **Backpressure.** Emitting never blocks; `ambient_runs.drain` (and
       `MessageHandle.astream`, after each chunk) waits while more than *buffer*
       events are waiting for the consumer, until it has taken half of them.
@@ -107,7 +109,8 @@ def stream(
         request: The HTTP request being served, which the agent reads as
             `Run.request` (`ambient_runs.asgi.Request`); a transport passes it.
         run_options: Passed to `Run` (*transformers*, *verify*, *state*,
-            *echo_input*); not *sink*, which the stream owns.
+            *echo_input*, *expose_errors*, *describe_error*); not *sink*, which
+            the stream owns.
 
     Returns:
         An async iterator of the run's events.
@@ -486,13 +489,21 @@ class EventStream:
         if not isinstance(self._last, _TERMINAL):
             # The run ended without its terminal event (it failed to start, or to send
             # it, or was cancelled before it began): the stream still ends well formed.
+            # It goes through the run's error policy, transformers and verifier like
+            # any terminal event (`Run._send_error`).
             if error is not None:
-                message, code = _text_of(error), _code_of(error)
+                message, code = self.run.error_policy.report(error)
             elif task.cancelled():
                 message, code = "the agent was cancelled before the run finished", "cancelled"
             else:
                 message, code = "the agent ended without finishing the run", "incomplete"
-            self._channel.buffer.append(ev.RunErrorEvent(message=message, code=code))
+            buffer = self._channel.buffer
+            try:
+                self.run._send_error(message, code, late=True)
+            except Exception:
+                _log.error("run %r: its fallback RUN_ERROR failed", self.run.run_id, exc_info=True)
+            if not buffer or not isinstance(buffer[-1], _TERMINAL):  # the sink itself failed
+                buffer.append(ev.RunErrorEvent(message=GENERIC_MESSAGE, code=code))
 
     def _report(self, task: asyncio.Task[None]) -> BaseException | None:
         """Retrieve the agent task's exception and log it (once)."""

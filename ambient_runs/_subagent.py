@@ -24,7 +24,7 @@ from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._emitters import ContentEmitters
 from ambient_runs._faces import Faces, SpecFaces
-from ambient_runs._outcomes import result_form, result_json, subagent_ending
+from ambient_runs._outcomes import DEFAULT_POLICY, result_form, result_json, subagent_ending
 from ambient_runs._step import Step
 from ambient_runs.errors import (
     HandleClosedError,
@@ -202,9 +202,11 @@ class Subagent(Faces, Emitters):
     is a generator closed early  ``SUBAGENT_FINISHED`` (the consumer had enough)
     raises ``SystemExit`` or     ``SUBAGENT_FINISHED``: not an error (metadata
     ``KeyboardInterrupt``        ``ambient_runs.exit`` names it)
-    raises anything else         ``SUBAGENT_ERROR`` with the message, and the
-                                 exception's ``code`` attribute (a string) or
-                                 its class name as code
+    raises anything else         ``SUBAGENT_ERROR`` with the run's error policy's
+                                 message (generic unless an `AgentError`, or
+                                 the run exposes errors), and the exception's
+                                 ``code`` attribute (a string) or its class
+                                 name as code
     ===========================  ===================================================
 
     The exception always propagates unchanged. Handles the invocation opened
@@ -474,7 +476,9 @@ class Subagent(Faces, Emitters):
             payload = result_form(result, self._spec.name)
             self._end(_subagent_finished(sid, payload), warn=False)
             return
-        self._end(subagent_ending(sid, exc), quietly=True, warn=False)
+        pipeline = self._pipeline
+        policy = pipeline.error_policy if pipeline is not None else DEFAULT_POLICY
+        self._end(subagent_ending(sid, exc, policy), quietly=True, warn=False)
 
     def _parent_frame(self) -> Frame:
         return self._spec.parent or _scopes.require("subagent")

@@ -5,6 +5,7 @@ Every error subclasses `AmbientRunsError` *and* the builtin it specialises, so a
 plain ``except ValueError`` or ``except LookupError`` still catches it::
 
     AmbientRunsError
+    ├── AgentError (RuntimeError)           raised by an agent to tell its client why it failed
     ├── InvalidInputError (ValueError)      malformed RunAgentInput or wire event
     │   └── InvalidJSONError                a request body that is not JSON at all
     ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 __all__ = (
+    "AgentError",
     "AmbientRunsError",
     "AmbientRunsWarning",
     "HandleClosedError",
@@ -53,6 +55,31 @@ class AmbientRunsError(Exception):
 
     .. versionadded:: 0.1.0
     """
+
+
+class AgentError(AmbientRunsError, RuntimeError):
+    """
+    Raise to end the run (or the subagent it leaves) with *message* shown to the client.
+
+    An unexpected exception reaches the client as a generic message by default:
+    its text may hold anything (a password in a connection string, a file path).
+    An ``AgentError`` is the agent telling the client something on purpose, so
+    ``RUN_ERROR`` (or ``SUBAGENT_ERROR``) carries its *message* and *code* as
+    they are, whatever the run's *expose_errors* says::
+
+        raise ar.AgentError("The search service is down; try again later", code="search_down")
+
+    Args:
+        message: What the client shows.
+        code: A machine-readable code for the client to branch on.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, message: str, *, code: str = "agent_error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 class InvalidInputError(AmbientRunsError, ValueError):

@@ -26,7 +26,7 @@ from collections.abc import (
 from typing import Any, TypeAlias
 
 from ambient_runs import events as ev
-from ambient_runs._outcomes import code_of, text_of
+from ambient_runs._outcomes import DEFAULT_POLICY, GENERIC_MESSAGE, ErrorPolicy
 from ambient_runs._wire import encode_json, framed
 
 __all__ = ("CONTENT_TYPE", "KEEP_ALIVE", "check_keep_alive", "encode", "frames")
@@ -116,10 +116,12 @@ def frames(
     an ``aclose``: for an `ambient_runs.stream`, that cancels the agent.
 
     A stream that fails before its terminal event (an event that will not
-    encode, *events* raising) ends with a ``RUN_ERROR`` frame (the exception's
-    message and ``code`` or class name), logged on the ``ambient_runs`` logger,
-    and *events* is closed; the exception is not raised to the caller, so a
-    response always ends well formed.
+    encode, *events* raising) ends with a ``RUN_ERROR`` frame, logged on the
+    ``ambient_runs`` logger, and *events* is closed; the exception is not raised
+    to the caller, so a response always ends well formed. The frame says what
+    the run's error policy says (*events* an `ambient_runs.stream`: its run's
+    *expose_errors* and *describe_error*), and otherwise the default: a generic
+    message, and the exception's ``code`` or class name.
 
     Args:
         events: The events, e.g. `ambient_runs.stream`'s.
@@ -133,7 +135,11 @@ def frames(
 
     .. versionadded:: 0.1.0
     """
-    return _frames(aiter(events), check_keep_alive(keep_alive))
+    run = getattr(events, "run", None)
+    policy = getattr(run, "error_policy", None)
+    if not isinstance(policy, ErrorPolicy):
+        policy = DEFAULT_POLICY
+    return _frames(aiter(events), check_keep_alive(keep_alive), policy)
 
 
 def check_keep_alive(keep_alive: float | None) -> float | None:
@@ -155,7 +161,7 @@ def check_keep_alive(keep_alive: float | None) -> float | None:
 
 
 async def _frames(
-    events: AsyncIterator[ev.BaseEvent], keep_alive: float | None
+    events: AsyncIterator[ev.BaseEvent], keep_alive: float | None, policy: ErrorPolicy
 ) -> AsyncGenerator[bytes, None]:
     pending: asyncio.Task[ev.BaseEvent | None] | None = None
     ended = False  # the terminal event has gone out
@@ -186,7 +192,7 @@ async def _frames(
         if ended:
             raise
         _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
-        yield _error_frame(error)
+        yield _error_frame(error, policy)
     finally:
         if pending is not None:
             pending.cancel()
@@ -277,13 +283,13 @@ def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:
 _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
 
 
-def _error_frame(error: Exception) -> bytes:
+def _error_frame(error: Exception, policy: ErrorPolicy) -> bytes:
     """The ``RUN_ERROR`` frame that ends a stream which failed with *error*."""
-    code = code_of(error)
+    message, code = policy.report(error)
     try:
-        return encode(ev.RunErrorEvent(message=text_of(error), code=code))
-    except Exception:  # a message JSON cannot carry (a lone surrogate, say)
-        return encode(ev.RunErrorEvent(message=type(error).__name__, code=type(error).__name__))
+        return encode(ev.RunErrorEvent(message=message, code=code))
+    except Exception:  # a code JSON cannot carry (a lone surrogate, say)
+        return encode(ev.RunErrorEvent(message=GENERIC_MESSAGE, code=type(error).__name__))
 
 
 async def _next(events: AsyncIterator[ev.BaseEvent]) -> ev.BaseEvent | None:

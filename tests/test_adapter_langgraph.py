@@ -344,7 +344,7 @@ class TestFailures:
     async def test_a_failing_graph_fails_its_subagent_and_propagates(self) -> None:
         """Without error handling the graph fails: SUBAGENT_ERROR, the exception propagates."""
         graph = react_graph([calling(("explode", {"q": "fly"}))], handle_errors=False)
-        async with ar.Run(make_input(run_id="r")) as run:
+        async with ar.Run(make_input(run_id="r"), expose_errors=True) as run:
             with pytest.raises(ValueError, match="cannot fly"):
                 await run_graph(graph, question(), name="g")
         out = wire(list(run.events))

@@ -441,7 +441,7 @@ class TestHostileResume:
         run_input = {"threadId": "thread", "runId": "r2", "messages": [], "resume": resume}
 
         with pytest.raises(ar.InvalidInputError) as info:
-            async with ar.Run(run_input) as run:
+            async with ar.Run(run_input, expose_errors=True) as run:
                 await run_agent(pydantic_ai_approver(), "first", name="ops")
         events = wire_of(run)
         client_accepts(events)

@@ -17,6 +17,7 @@ from starlette.routing import Mount
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs import sse
+from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs.asgi import AgentApp
 from ambient_runs.testing import assert_valid
 
@@ -278,7 +279,7 @@ class TestAgentAppStreams:
             msg = "tool crashed"
             raise KeyError(msg)
 
-        exchange = await call(AgentApp(agent))
+        exchange = await call(AgentApp(agent, expose_errors=True))
 
         events = parse(exchange.body)
         assert {"type": "RUN_ERROR", "message": "'tool crashed'", "code": "KeyError"} == events[-1]
@@ -317,7 +318,7 @@ class TestAgentAppStreams:
         ] == [e["type"] for e in events]
         assert {
             "type": "RUN_ERROR",
-            "message": "cannot encode",
+            "message": GENERIC_MESSAGE,  # the run's default error policy
             "code": "InvalidEventError",
         } == events[-1]
         assert (True, True) == (exchange.closed, agent_cancelled.is_set())

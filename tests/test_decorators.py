@@ -230,7 +230,7 @@ class TestSubagentDecorator:
 
         fn = ar.subagent("s")(raising(kind, boom))
 
-        async with ar.Run(make_input(run_id="r")) as run:
+        async with ar.Run(make_input(run_id="r"), expose_errors=True) as run:
             with pytest.raises(ValueError, match="bad input") as caught:
                 await consume(kind, fn)
 

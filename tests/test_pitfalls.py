@@ -757,7 +757,7 @@ class TestExceptions:
         boom = ValueError("broken")
 
         fn = ar.subagent("s")(raising(kind, boom))
-        async with ar.Run(make_input(run_id="r")) as run:
+        async with ar.Run(make_input(run_id="r"), expose_errors=True) as run:
             with pytest.raises(ValueError, match="broken") as caught:
                 await consume(kind, fn)
 

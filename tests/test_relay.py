@@ -321,7 +321,7 @@ class TestFailures:
         """Left to propagate, the RelayError ends the run with RUN_ERROR, code relayed."""
         stream = foreign_run(end=ev.RunErrorEvent(message="boom", code="E42"))
         with pytest.raises(ar.RelayError) as caught:
-            async with ar.Run(make_input(run_id="o")) as run:
+            async with ar.Run(make_input(run_id="o"), expose_errors=True) as run:
                 ar.relay(stream, name="remote")
         assert {"type": "RUN_ERROR", "message": str(caught.value), "code": "E42"} == wire(
             list(run.events)
@@ -460,7 +460,7 @@ class TestFailures:
             raise LookupError("source broke")
 
         with pytest.raises(LookupError, match="source broke"):
-            async with ar.Run(make_input(run_id="o")) as run:
+            async with ar.Run(make_input(run_id="o"), expose_errors=True) as run:
                 ar.relay(source(), name="remote")
         out = wire(list(run.events))
         assert {

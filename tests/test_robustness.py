@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import pytest
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs import sse
+from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs.errors import InvalidEventError, LeftOpenWarning, ProtocolError
 from ambient_runs.testing import assert_valid, make_input
 from ambient_runs.verify import Verifier
@@ -304,4 +308,138 @@ class TestUnprintableExceptions:
         events = [e async for e in ar.stream(agent, make_input())]
         assert isinstance(events[-1], ev.RunErrorEvent)
         assert events[-1].code == "Unprintable"
+        assert_valid(events)
+
+
+SECRET = "db password=hunter2 failed"
+
+
+def leaked(events: list[ev.BaseEvent]) -> bool:
+    """Whether the secret of `SECRET` reached any event of *events*."""
+    return any(b"hunter2" in ar.encode_json(e) for e in events)
+
+
+async def leaky() -> None:
+    """A body that fails with a secret in its message, inside a subagent."""
+    with ar.subagent("db"):
+        raise RuntimeError(SECRET)
+
+
+class TestErrorExposure:
+    async def test_unexpected_exceptions_read_generic_by_default(self) -> None:
+        """RUN_ERROR and SUBAGENT_ERROR say nothing of the text; the codes stay useful."""
+        run = await ended_by(RuntimeError, leaky)
+        events = list(run.events)
+        (failed,) = [e for e in events if isinstance(e, ev.SubagentErrorEvent)]
+        assert (failed.message, failed.code) == (GENERIC_MESSAGE, "RuntimeError")
+        assert isinstance(events[-1], ev.RunErrorEvent)
+        assert (events[-1].message, events[-1].code) == (GENERIC_MESSAGE, "RuntimeError")
+        assert not leaked(events)
+
+    async def test_expose_errors_shows_the_text_for_development(self) -> None:
+        """expose_errors=True: the exception's text, on both events."""
+        run = await ended_by(RuntimeError, leaky, expose_errors=True)
+        events = list(run.events)
+        (failed,) = [e for e in events if isinstance(e, ev.SubagentErrorEvent)]
+        assert failed.message == SECRET
+        assert ev.RunErrorEvent(message=SECRET, code="RuntimeError") == events[-1]
+
+    async def test_an_agent_error_tells_the_client_on_purpose(self) -> None:
+        """AgentError's message and code go out as they are, without expose_errors."""
+
+        async def body() -> None:
+            with ar.subagent("search"):
+                raise ar.AgentError("The search service is down", code="search_down")
+
+        run = await ended_by(ar.AgentError, body)
+        events = list(run.events)
+        (failed,) = [e for e in events if isinstance(e, ev.SubagentErrorEvent)]
+        assert (failed.message, failed.code) == ("The search service is down", "search_down")
+        assert (
+            ev.RunErrorEvent(message="The search service is down", code="search_down")
+            == (events[-1])
+        )
+
+    async def test_describe_error_maps_an_exception_first(self) -> None:
+        """The hook decides; None falls back to the default, and so does a hook that raises."""
+
+        def describe(exc: BaseException) -> tuple[str, str | None] | None:
+            if isinstance(exc, TimeoutError):
+                return "The model took too long", "model_timeout"
+            if isinstance(exc, KeyError):
+                raise ValueError("the hook itself is broken")
+            return None
+
+        async def times_out() -> None:
+            raise TimeoutError(SECRET)
+
+        async def missing() -> None:
+            raise KeyError(SECRET)
+
+        timed = await ended_by(TimeoutError, times_out, describe_error=describe)
+        assert (
+            ev.RunErrorEvent(message="The model took too long", code="model_timeout")
+            == (list(timed.events)[-1])
+        )
+        default = await ended_by(RuntimeError, leaky, describe_error=describe)
+        assert list(default.events)[-1].message == GENERIC_MESSAGE  # type: ignore[attr-defined]
+        broken = await ended_by(KeyError, missing, describe_error=describe)
+        assert (
+            ev.RunErrorEvent(message=GENERIC_MESSAGE, code="KeyError") == (list(broken.events)[-1])
+        )
+
+    async def test_a_stream_and_its_frames_follow_the_policy(self) -> None:
+        """Under stream() and sse.frames: the same generic RUN_ERROR; the text is logged only."""
+
+        async def agent(run: ar.Run) -> None:
+            await leaky()
+
+        frames = [f async for f in sse.frames(ar.stream(agent, make_input()))]
+        assert b"hunter2" not in b"".join(frames)
+        last = json.loads(frames[-1].removeprefix(b"data: "))
+        assert {"type": "RUN_ERROR", "message": GENERIC_MESSAGE, "code": "RuntimeError"} == last
+
+    @pytest.mark.parametrize("failure", ["returns None", "raises"])
+    async def test_a_failing_error_transformer_never_sends_the_raw_text(
+        self, failure: str
+    ) -> None:
+        """A transformer meant to rewrite RUN_ERROR drops it or raises: the fallback is generic."""
+
+        def rewrite(event: ev.BaseEvent) -> ev.BaseEvent | None:
+            if isinstance(event, ev.RunErrorEvent):
+                if failure == "raises":
+                    raise RuntimeError("the rewriter broke")
+                return None
+            return event
+
+        async def agent(run: ar.Run) -> None:
+            raise RuntimeError(SECRET)
+
+        events = [
+            e
+            async for e in ar.stream(
+                agent, make_input(), transformers=[rewrite], expose_errors=True
+            )
+        ]
+        assert not leaked(events)
+        assert isinstance(events[-1], ev.RunErrorEvent)
+        assert (events[-1].message, events[-1].code) == (GENERIC_MESSAGE, "RuntimeError")
+        assert_valid(events)
+
+    async def test_the_fallback_run_error_goes_through_the_transformers(self) -> None:
+        """A transformer failing only on RUN_FINISHED: the RUN_ERROR replacing it is stamped."""
+
+        def stamp(event: ev.BaseEvent) -> ev.BaseEvent:
+            if isinstance(event, ev.RunFinishedEvent):
+                raise RuntimeError(SECRET)
+            return attrs.evolve(event, metadata={"stamped": True})  # type: ignore[misc]
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("hi")
+
+        events = [e async for e in ar.stream(agent, make_input(), transformers=[stamp])]
+        assert isinstance(events[-1], ev.RunErrorEvent)
+        assert events[-1].metadata == {"stamped": True}
+        assert (events[-1].message, events[-1].code) == (GENERIC_MESSAGE, "protocol_error")
+        assert not leaked(events)
         assert_valid(events)

@@ -98,7 +98,7 @@ class TestRunLifecycle:
         boom = ValueError("model unavailable")
 
         with pytest.raises(ValueError, match="model unavailable") as caught:
-            async with ar.Run(make_input()) as run:
+            async with ar.Run(make_input(), expose_errors=True) as run:
                 raise boom
 
         assert boom is caught.value

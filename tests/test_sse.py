@@ -195,8 +195,9 @@ class TestCheckKeepAlive:
         await anext(frames)
 
         assert (
-            b'data: {"type":"RUN_ERROR","message":"source broke","code":"RuntimeError"}\n\n'
-            == (await anext(frames))
+            b'data: {"type":"RUN_ERROR","message":"The agent failed; '
+            b"the server's log has the details.\","
+            b'"code":"RuntimeError"}\n\n' == (await anext(frames))
         )
         with pytest.raises(StopAsyncIteration):
             await anext(frames)
@@ -223,7 +224,9 @@ class TestCheckKeepAlive:
 
         assert [
             real(EVENTS[0]),
-            b'data: {"type":"RUN_ERROR","message":"no JSON form","code":"InvalidEventError"}\n\n',
+            b'data: {"type":"RUN_ERROR","message":"The agent failed; '
+            b"the server's log has the details.\","
+            b'"code":"InvalidEventError"}\n\n',
         ] == out
 
     async def test_a_failure_after_the_terminal_event_propagates(self) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs._stream import EventStream, StreamStatistics, stream
 from ambient_runs.testing import assert_valid, capture_events, make_input, wire
 
@@ -146,7 +147,7 @@ class TestStreamErrors:
             raise ConnectionError(msg)
 
         with caplog.at_level(logging.ERROR, logger="ambient_runs"):
-            events = await collect(stream(agent, INPUT))
+            events = await collect(stream(agent, INPUT, expose_errors=True))
 
         assert ev.RunErrorEvent(message="the model is down", code="ConnectionError") == events[-1]
         assert_valid(events)
@@ -165,7 +166,8 @@ class TestStreamErrors:
         with caplog.at_level(logging.CRITICAL, logger="ambient_runs"):
             events = await collect(stream(hello, INPUT, transformers=[broken]))
 
-        assert [ev.RunErrorEvent(message="transformer broke", code="RuntimeError")] == events
+        # Its RUN_ERROR fails in the same transformer: a generic one goes out past it.
+        assert [ev.RunErrorEvent(message=GENERIC_MESSAGE, code="RuntimeError")] == events
         assert_valid(events)
 
     async def test_interrupt_is_not_an_error(self) -> None:

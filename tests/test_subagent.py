@@ -89,7 +89,7 @@ class TestSubagentContextManager:
         """An exception leaving the scope sends SUBAGENT_ERROR and propagates as is."""
         boom = KeyError("missing")
 
-        async with ar.Run(make_input(run_id="r")) as run:
+        async with ar.Run(make_input(run_id="r"), expose_errors=True) as run:
             with pytest.raises(KeyError) as caught, ar.subagent("s"):
                 raise boom
 
@@ -110,7 +110,7 @@ class TestSubagentContextManager:
         class Busy(Exception):
             code = "busy"
 
-        async with ar.Run(make_input()) as run:
+        async with ar.Run(make_input(), expose_errors=True) as run:
             with pytest.raises(Busy), ar.subagent("s"):
                 raise Busy
 

@@ -271,7 +271,7 @@ class TestAgentError:
             msg = "the model is down"
             raise ConnectionError(msg)
 
-        result = await drive(agent, [client_input("r1", user("hi"))])
+        result = await drive(agent, [client_input("r1", user("hi"))], expose_errors=True)
 
         [run] = result["runs"]
         assert_clean(run)

@@ -83,7 +83,7 @@ def remote_input(run_id: str, text: str) -> ev.RunAgentInput:
 @pytest.fixture
 async def remote() -> AsyncIterator[tuple[Remote, str]]:
     agent = Remote()
-    async with serving(AgentApp(agent)) as url:
+    async with serving(AgentApp(agent, expose_errors=True)) as url:
         yield agent, url
 
 
