@@ -203,8 +203,14 @@ class Pipeline:
                 transport supplies it (`stream`'s fallback). Refused all the same
                 once a terminal event has gone out.
 
+        The transformers may rewrite the terminal event and add events before it,
+        but what they return must hold exactly one ``RUN_FINISHED`` or
+        ``RUN_ERROR``, last; otherwise nothing of it is delivered and
+        `ProtocolError` (rule ``terminal-event``) is raised.
+
         Raises:
-            ProtocolError: The run has finished, or the verifier refused.
+            ProtocolError: The run has finished, the transformers lost (or
+                moved, or doubled) the terminal event, or the verifier refused.
             Exception: Whatever a transformer or the sink raised; the run is
                 not finished then (`last_resort` can still end it).
         """
@@ -216,9 +222,23 @@ class Pipeline:
                 )
                 raise ProtocolError(msg, rule="run-finished")
             batch = self._transform(event) if self._transformers else [event]
+            lifecycle = [out for out in batch if type(out) in RUN_LIFECYCLE]
+            if (
+                len(lifecycle) != 1
+                or batch[-1] is not lifecycle[0]
+                or type(lifecycle[0]) is ev.RunStartedEvent
+            ):
+                shown = ", ".join(out.TYPE.value for out in batch) or "nothing"
+                msg = (
+                    f"the run's transformers turned its {event.TYPE.value} into [{shown}]: a "
+                    "transformer may rewrite the terminal event, or add events before it, but "
+                    "the run must end with exactly one RUN_FINISHED or RUN_ERROR, last. Return "
+                    "the terminal event (changed or not) from every transformer."
+                )
+                raise ProtocolError(msg, rule="terminal-event")
             for out in batch:
                 self._deliver(out)
-            self.terminal = batch[-1] if batch else event
+            self.terminal = batch[-1]
             self.finished = True
 
     def last_resort(self, event: ev.RunErrorEvent) -> None:

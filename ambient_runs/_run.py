@@ -124,6 +124,15 @@ class Run(Emitters):
     generic message and the same code goes out past the transformers, so the
     stream still ends with one, and no exception text ever skips them.
 
+    **Transformers and the terminal event.** A transformer may rewrite the
+    terminal event (a message, metadata, ``RUN_FINISHED`` into ``RUN_ERROR``) and
+    add events before it. One that drops it, replaces it with something else
+    (``CUSTOM``), or puts events after it breaks the promise of exactly one
+    terminal event, last: the run then ends with a generic ``RUN_ERROR`` (code
+    ``protocol_error``, past the transformers if they drop that too) and leaving
+    the block raises `ProtocolError` (rule ``terminal-event``), the transformer's
+    bug made loud rather than a stream that just stops.
+
     Args:
         input: The request, a `RunAgentInput` or its wire form (a dict).
         sink: Where events go; by default the in-memory `events` log.

@@ -443,3 +443,63 @@ class TestErrorExposure:
         assert (events[-1].message, events[-1].code) == (GENERIC_MESSAGE, "protocol_error")
         assert not leaked(events)
         assert_valid(events)
+
+
+def finish_through(transformer: Callable[[ev.BaseEvent], Any]) -> tuple[ar.Run, ProtocolError]:
+    """A plain run that ends normally through *transformer*; return it and what it raised."""
+    run = ar.Run(make_input(), transformers=[transformer])
+    with pytest.raises(ProtocolError) as caught, run:
+        ar.say("hi")
+    return run, caught.value
+
+
+class TestTransformersAndTheTerminalEvent:
+    @pytest.mark.parametrize(
+        "rewrite",
+        [
+            lambda e: None,
+            lambda e: ev.CustomEvent(name="swapped", value=1),
+            lambda e: [e, ev.CustomEvent(name="after", value=1)],
+            lambda e: [e, e],
+        ],
+        ids=["dropped", "swapped for CUSTOM", "followed by CUSTOM", "doubled"],
+    )
+    def test_the_run_still_ends_once_and_raises(self, rewrite: Callable[..., Any]) -> None:
+        """The run ends with one generic RUN_ERROR and raises ProtocolError (terminal-event)."""
+
+        def transformer(event: ev.BaseEvent) -> Any:
+            return rewrite(event) if isinstance(event, ev.RunFinishedEvent) else event
+
+        run, error = finish_through(transformer)
+        assert error.rule == "terminal-event"
+        events = list(run.events)
+        terminals = [e for e in events if isinstance(e, ev.RunFinishedEvent | ev.RunErrorEvent)]
+        assert terminals == [events[-1]]
+        assert (events[-1].message, events[-1].code) == (GENERIC_MESSAGE, "protocol_error")  # type: ignore[attr-defined]
+        assert_valid(events)
+
+    def test_a_transformer_that_drops_every_terminal_event(self) -> None:
+        """It drops the RUN_ERROR too: that one goes out past the transformers."""
+
+        def drops(event: ev.BaseEvent) -> ev.BaseEvent | None:
+            return None if isinstance(event, ev.RunFinishedEvent | ev.RunErrorEvent) else event
+
+        run, error = finish_through(drops)
+        assert error.rule == "terminal-event"
+        events = list(run.events)
+        assert ev.RunErrorEvent(message=GENERIC_MESSAGE, code="protocol_error") == events[-1]
+        assert_valid(events)
+
+    def test_rewriting_it_and_adding_before_it_is_fine(self) -> None:
+        """A CUSTOM before the terminal event, and a rewritten terminal event, are allowed."""
+
+        def annotate(event: ev.BaseEvent) -> Any:
+            if isinstance(event, ev.RunFinishedEvent):
+                return [ev.CustomEvent(name="bye", value=1), attrs.evolve(event, result="ok")]
+            return event
+
+        with ar.Run(make_input(), transformers=[annotate]) as run:
+            ar.say("hi")
+        events = list(run.events)
+        assert [type(e) for e in events[-2:]] == [ev.CustomEvent, ev.RunFinishedEvent]
+        assert events[-1].result == "ok"  # type: ignore[attr-defined]
