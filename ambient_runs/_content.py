@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker
 from ambient_runs._state import operations, tracked_change
-from ambient_runs._wire import json_form
+from ambient_runs._wire import check_encodable, json_form
 from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
 
 if TYPE_CHECKING:
@@ -229,12 +229,14 @@ class ReasoningHandle(Handle):
         """
         self._check_open()
         send, owner = self._send, self._owner
+        content = ev.ReasoningMessageContentEvent(
+            message_id=self.id, delta=delta, subagent_run_id=owner
+        )
         if not self._message_open:
+            check_encodable(content)  # refused before the message opens for it
             send(ev.ReasoningMessageStartEvent(message_id=self.id, subagent_run_id=owner))
             self._message_open = True
-        send(
-            ev.ReasoningMessageContentEvent(message_id=self.id, delta=delta, subagent_run_id=owner)
-        )
+        send(content)
 
     def encrypted(self, value: str) -> None:
         """Attach an opaque encrypted value to this reasoning message."""
@@ -330,20 +332,20 @@ class ToolCallHandle(Handle):
         Returns:
             The id of the tool message the result creates.
         """
-        if not self._ended:
-            self.end()
         if not isinstance(content, str) and not (
             isinstance(content, Sequence) and all(isinstance(p, ev._PARTS) for p in content)
         ):
             content = json.dumps(json_form(content), ensure_ascii=False)
-        self._send(
-            ev.ToolCallResultEvent(
-                message_id=self.result_message_id,
-                tool_call_id=self.id,
-                content=content,
-                subagent_run_id=self._owner,
-            )
+        result = ev.ToolCallResultEvent(
+            message_id=self.result_message_id,
+            tool_call_id=self.id,
+            content=content,
+            subagent_run_id=self._owner,
         )
+        check_encodable(result)  # refused before the call's arguments are closed for it
+        if not self._ended:
+            self.end()
+        self._send(result)
         return self.result_message_id
 
 

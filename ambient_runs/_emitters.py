@@ -17,6 +17,7 @@ from ambient_runs import events as ev
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._foreign import coerce_event
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
+from ambient_runs._wire import check_encodable
 from ambient_runs.errors import InvalidEventError
 
 if TYPE_CHECKING:
@@ -118,9 +119,11 @@ def say_in(frame: Frame, text: str, message_id: str | None) -> str:
     pipeline, owner = frame.pipeline, frame.owner
     mid = message_id or pipeline.new_message_id()
     send = pipeline.send
+    content = ev.TextMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner)
+    check_encodable(content)  # refused before its START goes out: nothing of it enters
     with pipeline.lock:
         send(ev.TextMessageStartEvent(message_id=mid, role="assistant", subagent_run_id=owner))
-        send(ev.TextMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner))
+        send(content)
         send(ev.TextMessageEndEvent(message_id=mid, subagent_run_id=owner))
     pipeline.message_owners[mid] = owner
     return mid
@@ -131,10 +134,12 @@ def think_in(frame: Frame, text: str, message_id: str | None) -> str:
     pipeline, owner = frame.pipeline, frame.owner
     mid = message_id or pipeline.new_message_id()
     send = pipeline.send
+    content = ev.ReasoningMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner)
+    check_encodable(content)  # refused before anything of the block goes out
     with pipeline.lock:
         send(ev.ReasoningStartEvent(message_id=mid, subagent_run_id=owner))
         send(ev.ReasoningMessageStartEvent(message_id=mid, subagent_run_id=owner))
-        send(ev.ReasoningMessageContentEvent(message_id=mid, delta=text, subagent_run_id=owner))
+        send(content)
         send(ev.ReasoningMessageEndEvent(message_id=mid, subagent_run_id=owner))
         send(ev.ReasoningEndEvent(message_id=mid, subagent_run_id=owner))
     return mid

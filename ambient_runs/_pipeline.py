@@ -4,6 +4,8 @@
 One pipeline per `Run`. It owns, under one re-entrant lock:
 
 - the **path of an event**: `send` applies the run's transformers, then the
+  encodability check (``_wire.check_encodable``: a value JSON cannot carry is
+  refused with `InvalidEventError` before anything else sees it), then the
   verifier, then the sink, then the taps. A transformer's output is verified
   like anything else; a violation raises `ProtocolError` and the event never
   reaches the sink. The run's lifecycle events (`RUN_LIFECYCLE`) are the
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ambient_runs import events as ev
 from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
+from ambient_runs._wire import ENCODABLE, check_encodable
 from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -90,6 +93,9 @@ class OpenHandle(Protocol):
     def _open_children(self) -> Registry | None:
         """The registry of handles opened *inside* this one (a subagent's), or None."""
 
+
+#: One dict lookup for the hot path: the encodability check of an event's exact class.
+_ENCODABLE_GET = ENCODABLE.get
 
 Registry = dict[int, OpenHandle]
 """The open handles of one scope, by ``id(handle)``, in opening order."""
@@ -185,7 +191,8 @@ class Pipeline:
                 for out in batch:
                     self._deliver(out)
                 return
-            # The hot path, inlined: verify, then sink.
+            # The hot path, inlined: encodable, verified, then the sink.
+            _ENCODABLE_GET(type(event), check_encodable)(event)
             check = self._check
             if check is not None:
                 check(event)
@@ -259,6 +266,7 @@ class Pipeline:
             self.finished = True
 
     def _deliver(self, event: ev.BaseEvent) -> None:
+        _ENCODABLE_GET(type(event), check_encodable)(event)
         if self._check is not None:
             self._check(event)
         self._sink(event)

@@ -47,6 +47,8 @@ from ambient_runs._codegen import compile_function
 from ambient_runs.errors import InvalidEventError, InvalidInputError, InvalidJSONError
 
 __all__ = (
+    "ENCODABLE",
+    "check_encodable",
     "check_json",
     "encode_json",
     "framed",
@@ -334,6 +336,44 @@ _TEXT: dict[type[Any], Callable[[Any, str, str], str | None]] = {
 }
 
 
+def _encodable_factory(cls: type[Any]) -> Callable[[Any], object]:
+    """
+    Generate the check that an event of *cls* can be encoded, as cheaply as it can be told.
+
+    The hot events hold only strings: an ASCII string (one flag in CPython) is
+    always fine, any other is searched for a lone surrogate (a C-speed regex),
+    the one thing that stops a Python string from becoming UTF-8 JSON. Whenever
+    something else is set (metadata, a raw event, any non-string payload), or a
+    string field holds a non-``str``, or a surrogate turns up, the check is the
+    encoder itself (`_encode_bare`), which raises `InvalidEventError` naming the
+    problem. A class with a required payload that is not a string is always
+    checked by encoding.
+    """
+    texts: list[tuple[str, bool]] = []
+    others: list[str] = []
+    for a in _fields(cls):
+        if not a.init:
+            continue
+        value_type = _strip_none(a.type)
+        if _is_text(value_type):
+            texts.append((a.name, a.default is None))
+        elif a.default is None:
+            others.append(a.name)
+        else:
+            return _encode_bare
+    lines = [f"def encodable_{cls.__name__}(o):"]
+    if others:
+        lines.append(f"    if {' or '.join(f'o.{n} is not None' for n in others)}: return full(o)")
+    for name, optional in texts:
+        bad = "type(v) is not str or (not v.isascii() and surrogate(v) is not None)"
+        lines.append(f"    v = o.{name}")
+        lines.append(f"    if {f'v is not None and ({bad})' if optional else bad}: return full(o)")
+    lines.append("    return None")
+    namespace: dict[str, Any] = {"full": _encode_bare, "surrogate": _SURROGATE.search}
+    check = compile_function(f"encodable_{cls.__name__}", lines, namespace, module=__name__)
+    return cast("Callable[[Any], object]", check)
+
+
 def encode_json(obj: Any) -> bytes:
     """
     Return *obj*'s wire form as compact UTF-8 JSON, exactly as the official encoder writes it.
@@ -386,6 +426,27 @@ def framed_encoder(before: str, after: str) -> Callable[[Any], bytes]:
 
 _encode_bare = framed_encoder("", "")
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: The encodability check of every event class (see `check_encodable`), by exact class.
+ENCODABLE: dict[type[Any], Callable[[Any], object]] = {
+    cls: _encodable_factory(cls) for cls in ev.EVENT_CLASSES.values()
+}
+
+
+def check_encodable(obj: Any) -> None:
+    """
+    Raise `InvalidEventError` if *obj* cannot be encoded, as `encode_json` would.
+
+    The run's pipeline calls this for every event before the verifier sees it,
+    so a value JSON cannot carry (a lone surrogate in any string, ``NaN`` or an
+    infinity, a set or any other object in ``CUSTOM.value``, ``RAW.event`` or
+    metadata) is refused at the emitting call and never enters the stream.
+    For string-only events it costs a few flag checks (see `ENCODABLE`); any
+    other event is encoded once and the text dropped.
+    """
+    ENCODABLE.get(type(obj), _encode_bare)(obj)
+
 
 def framed(before: str, after: str) -> Callable[[Callable[[T], bytes]], Callable[[T], bytes]]:
     """
@@ -437,9 +498,14 @@ def check_json(wire: Any, source: Any = None) -> None:
     *source* names the value in the message (default: *wire* itself).
     """
     try:
-        _dumps(wire)
+        text = _dumps(wire)
     except (TypeError, ValueError, RecursionError) as exc:
         _bad_json(wire if source is None else source, str(exc))
+    if not text.isascii() and _SURROGATE.search(text):
+        _bad_json(
+            wire if source is None else source,
+            "a string holds a lone surrogate, which UTF-8 cannot encode",
+        )
 
 
 _JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
@@ -783,9 +849,6 @@ def parse_input_json(data: bytes | bytearray | str) -> ev.RunAgentInput:
         msg = "invalid JSON"
         raise InvalidJSONError(msg, [f"$: {why}"])
     return parse_input(value)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _unwritable(value: object) -> str | None:

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import tracemalloc
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -503,3 +504,77 @@ class TestTransformersAndTheTerminalEvent:
         events = list(run.events)
         assert [type(e) for e in events[-2:]] == [ev.CustomEvent, ev.RunFinishedEvent]
         assert events[-1].result == "ok"  # type: ignore[attr-defined]
+
+
+LONE = "a\ud800b"
+
+
+def _message_write() -> None:
+    with ar.message() as message:
+        message.write(LONE)
+
+
+def _reasoning_write() -> None:
+    with ar.reasoning() as block:
+        block.write(LONE)
+
+
+def _tool_args() -> None:
+    with ar.tool_call("search") as call:
+        call.args({"q": LONE})
+
+
+def _tool_result() -> None:
+    with ar.tool_call("search") as call:
+        call.result(LONE)
+
+
+UNENCODABLE: dict[str, Callable[[], object]] = {
+    "say": lambda: ar.say(LONE),
+    "think": lambda: ar.think(LONE),
+    "message.write": _message_write,
+    "message name": lambda: ar.message(name=LONE),
+    "reasoning.write": _reasoning_write,
+    "tool_call name": lambda: ar.tool_call(LONE),
+    "tool_call.args": _tool_args,
+    "tool_call.result": _tool_result,
+    "subagent name": lambda: ar.subagent(LONE).start(),
+    "step name": lambda: ar.step(LONE).start(),
+    "activity": lambda: ar.activity("progress", {"note": LONE}),
+    "set_state": lambda: ar.set_state({"note": LONE}),
+    "finish_with NaN": lambda: ar.current_run().finish_with(float("nan")),
+    "custom NaN": lambda: ar.emit(ev.CustomEvent(name="x", value=float("nan"))),
+    "custom Infinity": lambda: ar.emit(ev.CustomEvent(name="x", value=[float("inf")])),
+    "custom set": lambda: ar.emit(ev.CustomEvent(name="x", value={1, 2})),
+    "custom object": lambda: ar.emit(ev.CustomEvent(name="x", value={"o": object()})),
+    "custom surrogate": lambda: ar.emit(ev.CustomEvent(name="x", value={"k": LONE})),
+    "custom name": lambda: ar.emit(ev.CustomEvent(name=LONE, value=1)),
+    "raw set": lambda: ar.emit(ev.RawEvent(event={"x": {1}})),
+    "raw surrogate key": lambda: ar.emit(ev.RawEvent(event={LONE: 1})),
+    "metadata": lambda: ar.emit(ev.CustomEvent(name="x", value=1, metadata={"m": LONE})),
+}
+
+
+class TestUnencodableValues:
+    @pytest.mark.parametrize("call", list(UNENCODABLE), ids=list(UNENCODABLE))
+    async def test_refused_at_the_call_and_nothing_enters_the_stream(self, call: str) -> None:
+        """InvalidEventError at the call; the stream has nothing of it and encodes end to end."""
+        refused: list[BaseException] = []
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("before")
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", LeftOpenWarning)
+                    UNENCODABLE[call]()
+            except InvalidEventError as error:
+                refused.append(error)
+            ar.say("after")
+
+        frames = [f async for f in sse.frames(ar.stream(agent, make_input()))]
+        assert refused, f"{call} was accepted"
+        events = [json.loads(f.removeprefix(b"data: ")) for f in frames]
+        assert events[-1]["type"] == "RUN_FINISHED"
+        said_here = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+        assert said_here == ["before", "after"]
+        assert_valid(events)
