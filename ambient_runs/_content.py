@@ -47,7 +47,11 @@ class Handle:
         pipeline = self._pipeline = frame.pipeline
         self._send = pipeline.send
         self._owner = frame.owner
-        self._registry: Registry = frame.registry
+        subagent = frame.subagent
+        # An orphan (opened in a subagent that has ended) joins the nearest open scope.
+        self._registry: Registry = (
+            frame.registry if subagent is None or not subagent.ended else frame.open_registry()
+        )
         self._ended = False
 
     @property

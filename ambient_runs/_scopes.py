@@ -134,6 +134,25 @@ class Frame:
         child.step = step
         return child
 
+    def open_registry(self) -> Registry:
+        """
+        Where a handle opened in this frame is registered: the nearest scope still open.
+
+        This frame's own registry while its subagent is open. Once it has ended
+        (a task that outlived it, a generator started after it ended), the
+        registry of the nearest enclosing subagent still open, or the run's:
+        that scope closes the orphan (with a `LeftOpenWarning`) when it ends, so
+        the run can always finish. The orphan's events keep the ended
+        subagent's id: attribution says who did the work.
+        """
+        frame: Frame | None = self
+        while frame is not None:
+            subagent = frame.subagent
+            if subagent is None or not subagent.ended:
+                return frame.registry
+            frame = frame.parent
+        return self.pipeline.root
+
     @property
     def ended(self) -> bool:
         """Whether the scope this frame stands for has ended (for the root frame: the run)."""

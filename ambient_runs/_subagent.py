@@ -343,7 +343,7 @@ class Subagent(Faces, Emitters):
         self._started = True
         children = self._children
         frame = self._frame = parent.with_subagent(self, children)
-        registry = self._registry = parent.registry
+        registry = self._registry = parent.open_registry()  # an orphan: an open scope's
         announce = _subagent_started(
             sid,
             spec.name,

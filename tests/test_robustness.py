@@ -13,7 +13,7 @@ import gc
 import json
 import tracemalloc
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import attrs
@@ -577,4 +577,68 @@ class TestUnencodableValues:
         assert events[-1]["type"] == "RUN_FINISHED"
         said_here = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
         assert said_here == ["before", "after"]
+        assert_valid(events)
+
+
+@ar.subagent("gen")
+def two_items() -> Iterator[int]:
+    """A generator subagent (the issue's first orphan)."""
+    yield 1
+    yield 2
+
+
+def orphan_generator() -> tuple[ar.Run, Iterator[int], str | None]:
+    """Create a generator inside a subagent and start it after that subagent ended."""
+    with ar.Run(make_input()) as run:
+        with ar.subagent("holder") as holder:
+            it = two_items()
+        next(it)  # started after holder ended; the consumer keeps it and stops
+    return run, it, holder.id
+
+
+async def orphan_message() -> tuple[ar.Run, str | None]:
+    """A task that outlived its subagent leaves a message open (the issue's second orphan)."""
+    async with ar.Run(make_input()) as run:
+
+        async def late() -> None:
+            await asyncio.sleep(0)
+            ar.message().write("late")
+
+        with ar.subagent("x") as x:
+            task = asyncio.create_task(late())
+        await task
+    return run, x.id
+
+
+class TestOrphans:
+    def test_a_generator_started_after_its_scope_ended_is_closed_by_the_run(self) -> None:
+        """RUN_FINISHED, with the orphan subagent finished first and a LeftOpenWarning."""
+        with pytest.warns(LeftOpenWarning):
+            run, it, holder = orphan_generator()
+        events = list(run.events)
+        assert isinstance(events[-1], ev.RunFinishedEvent)
+        (started,) = [
+            e for e in events if isinstance(e, ev.SubagentStartedEvent) and e.name == "gen"
+        ]
+        assert started.parent_subagent_run_id == holder  # created inside holder: its child
+        gen_end = [
+            e
+            for e in events
+            if isinstance(e, ev.SubagentFinishedEvent)
+            and e.subagent_run_id == started.subagent_run_id
+        ]
+        assert len(gen_end) == 1
+        assert_valid(events)
+        it.close()  # the consumer lets go later: nothing more is sent, nothing raised
+
+    async def test_a_task_that_outlived_its_subagent_has_its_message_closed(self) -> None:
+        """The late message keeps the ended subagent's id and is closed at the run's end."""
+        with pytest.warns(LeftOpenWarning):
+            run, x = await orphan_message()
+        events = list(run.events)
+        assert isinstance(events[-1], ev.RunFinishedEvent)
+        (late,) = [e for e in events if isinstance(e, ev.TextMessageContentEvent)]
+        assert (late.delta, late.subagent_run_id) == ("late", x)
+        ends = [e for e in events if isinstance(e, ev.TextMessageEndEvent)]
+        assert [e.message_id for e in ends] == [late.message_id]
         assert_valid(events)
