@@ -11,7 +11,12 @@ Decorators for the four kinds of callable: `subagent` and `step` wrap them all.
   real generators (``send``/``throw``/``close``, ``asend``/``athrow``/``aclose``,
   return values, `inspect.isgenerator`). Closing one early (``break`` plus
   ``close``/``aclose``, or garbage collection) ends the scope; a generator never
-  started opens nothing.
+  started opens nothing. A sync generator's close path runs in a private copy
+  of the Context (`_scopes.isolated`): the collector may run it in the middle
+  of any ``ContextVar.set``, and it must not write that Context (CPython 3.11
+  crashes). Its ``finally`` still runs with its scope ambient; what it sets in
+  contextvars stays in the copy. Async generators are finalized by the event
+  loop in a task of their own, never inside the collector.
 - **Context manager factories** (``@contextmanager``/``@asynccontextmanager``
   functions, decorated *above* that decorator) open the scope on ``__enter__``
   and close it on ``__exit__``, so the ``with`` block itself runs inside it, as
@@ -158,19 +163,32 @@ def _scoped_generator(
             except BaseException as exc:  # thrown in by the consumer: pass it on
                 resume, value = inner.throw, exc
     except GeneratorExit as exc:
-        try:
-            _scopes.within(frame, inner.close)
-        except ProtocolError:
-            if not frame.run.finished:
-                raise
-            _dropped_cleanup()
-        safely(invocation._finish, exc)
+        # Possibly the garbage collector finalizing an abandoned generator, maybe in
+        # the middle of user code's own ContextVar.set: the close runs isolated, so
+        # nothing here writes the Context it interrupted (see `_scopes.isolated`).
+        _scopes.isolated(_close_generator, frame, inner, invocation, exc)
         raise
     except BaseException as exc:
         safely(invocation._finish, exc)
         raise
     invocation._finish(None, result)
     return result
+
+
+def _close_generator(
+    frame: _scopes.Frame,
+    inner: Generator[Any, Any, Any],
+    invocation: _Invocation,
+    exc: GeneratorExit,
+) -> None:
+    """Close a scoped generator's body with its scope ambient, then end the scope."""
+    try:
+        _scopes.within(frame, inner.close)
+    except ProtocolError:
+        if not frame.run.finished:
+            raise
+        _dropped_cleanup()
+    safely(invocation._finish, exc)
 
 
 def _dropped_cleanup() -> None:

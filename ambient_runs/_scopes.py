@@ -16,6 +16,12 @@ Two rules keep the var honest where other libraries leak (see
 - Generators never hold a token across ``yield``: their wrappers set the frame
   around each resumption (`within`), so the consumer never sees the generator's
   scope between items.
+- Nothing the garbage collector can run sets or resets a var in the Context it
+  interrupted: a sync generator's close path (which the collector runs when it
+  finalizes an abandoned one) runs `isolated`, in a private copy of the
+  Context. On CPython 3.11 the collector can run inside user code's own
+  ``ContextVar.set``, and a second set of the same Context there frees the
+  HAMT the first one is still copying (a segfault, CPython gh-148891).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = (
     "capture",
     "current",
     "enter",
+    "isolated",
     "leave",
     "remove_run_hook",
     "remove_tap",
@@ -262,6 +269,19 @@ def within(frame: Frame | None, fn: Callable[P, R], *args: P.args, **kwargs: P.k
         return fn(*args, **kwargs)
     finally:
         _FRAME.reset(token)
+
+
+def isolated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """
+    Call *fn* in a private copy of the current Context (`Context.run`).
+
+    What *fn* sets or resets (`within`, `enter`, a tap's own contextvars) changes
+    the copy only: the Context that was current is never written, so *fn* is
+    safe to run from a garbage-collector finalizer that may have interrupted a
+    ``ContextVar.set`` of that Context (see the module docstring). Its sets are
+    not visible to the caller, which is the point.
+    """
+    return contextvars.copy_context().run(fn, *args, **kwargs)
 
 
 _TAPS: contextvars.ContextVar[tuple[Callable[[Any], object], ...]] = contextvars.ContextVar(

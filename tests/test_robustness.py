@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import subprocess
+import sys
 import tracemalloc
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
@@ -642,3 +644,97 @@ class TestOrphans:
         ends = [e for e in events if isinstance(e, ev.TextMessageEndEvent)]
         assert [e.message_id for e in ends] == [late.message_id]
         assert_valid(events)
+
+
+GC_AUDIT = """
+import contextvars, gc, sys
+import ambient_runs as ar
+from ambient_runs.testing import make_input
+
+collecting = False
+depth = 0
+violations = []
+USER_VARS = [contextvars.ContextVar(f"user-{i}") for i in range(40)]
+
+
+def on_gc(phase, info):
+    global collecting
+    collecting = phase == "start"
+
+
+def profile(frame, event, arg):
+    global depth
+    name = getattr(arg, "__qualname__", "")
+    if name == "Context.run":
+        depth += 1 if event == "c_call" else -1 if event in ("c_return", "c_exception") else 0
+    elif event == "c_call" and collecting and not depth and name.startswith("ContextVar."):
+        if name in ("ContextVar.set", "ContextVar.reset"):
+            violations.append(name)
+
+
+@ar.subagent("gen")
+def items():
+    try:
+        yield 1
+        yield 2
+    finally:
+        ar.say("cleanup")
+
+
+@ar.step("gen-step")
+def steps():
+    yield 1
+
+
+def abandon(make):
+    it = make()
+    next(it)
+    cycle = [it]
+    cycle.append(cycle)  # only the cycle collector can free it
+
+
+def batch(rounds, audit):
+    gc.set_threshold(1, 1, 1)
+    for r in range(rounds):
+        with ar.Run(make_input()) as run:
+            if audit:
+                sys.setprofile(profile)
+            for i in range(40):
+                abandon(items)
+                abandon(steps)
+                for var in USER_VARS:  # user code inside ContextVar.set, collections meanwhile
+                    var.set(i)
+            gc.collect()
+            sys.setprofile(None)
+        said = [e.delta for e in run.events if type(e).__name__ == "TextMessageContentEvent"]
+        assert said.count("cleanup") == 40, said.count("cleanup")
+
+
+gc.callbacks.append(on_gc)
+batch(int(sys.argv[1]), audit=sys.argv[2] == "audit")
+print("violations", len(violations))
+"""
+
+
+class TestGarbageCollectorFinalizers:
+    def run_batch(self, tmp_path: Any, *args: str) -> subprocess.CompletedProcess[str]:
+        script = tmp_path / "gc_batch.py"
+        script.write_text(GC_AUDIT)
+        return subprocess.run(
+            [sys.executable, "-W", "ignore::UserWarning", str(script), *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    def test_no_finalizer_writes_the_context_it_interrupted(self, tmp_path: Any) -> None:
+        """Under a profiler: no ContextVar.set/reset of the current Context inside a collection."""
+        done = self.run_batch(tmp_path, "2", "audit")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["violations", "0"]
+
+    def test_a_stress_batch_runs_clean(self, tmp_path: Any) -> None:
+        """Many abandoned generator subagents through collections (3.11): exit 0, every cleanup."""
+        done = self.run_batch(tmp_path, "10", "stress")
+        assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
