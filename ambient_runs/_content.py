@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker
 from ambient_runs._state import operations, tracked_change
-from ambient_runs._wire import check_encodable, json_form
+from ambient_runs._wire import check_encodable, json_form, lone_surrogate
 from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class MessageHandle(Handle):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("id", "role")
+    __slots__ = ("_send_checked", "id", "role")
     _what = "message"
 
     def __init__(
@@ -149,6 +149,7 @@ class MessageHandle(Handle):
         super().__init__(frame)
         self.id = message_id
         self.role = role
+        self._send_checked = self._pipeline.send_checked
         self._open(
             ev.TextMessageStartEvent(
                 message_id=message_id,
@@ -169,7 +170,12 @@ class MessageHandle(Handle):
             self._check_open()
         message_id = self.id
         if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
-            self._send(_content_event(message_id, delta, self._owner))
+            # The id and owner passed the encodability check in TEXT_MESSAGE_START; only
+            # the delta is new, and ASCII (one flag) cannot hold a lone surrogate.
+            event = _content_event(message_id, delta, self._owner)
+            if not delta.isascii() and lone_surrogate(delta) is not None:
+                check_encodable(event)  # raises InvalidEventError, naming the problem
+            self._send_checked(event)
         else:  # the constructor validates (a str subclass passes, anything else raises)
             self._send(
                 ev.TextMessageContentEvent(

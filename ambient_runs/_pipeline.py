@@ -201,6 +201,27 @@ class Pipeline:
                 for tap in self._taps:
                     tap(event)
 
+    def send_checked(self, event: ev.BaseEvent) -> None:
+        """
+        `send`, for an event whose strings the caller has already found encodable.
+
+        `MessageHandle.write`'s hot path: its message id and owner were checked
+        when the message opened, and it checks each delta itself, so the
+        per-event encodability check is skipped. With transformers, their
+        output is checked as `send` checks it.
+        """
+        with self.lock:
+            if self.finished or self._transformers:
+                self.send(event)
+                return
+            check = self._check
+            if check is not None:
+                check(event)
+            self._sink(event)
+            if self._taps:
+                for tap in self._taps:
+                    tap(event)
+
     def finish(self, event: ev.BaseEvent, *, late: bool = False) -> None:
         """
         Send the run's terminal *event* (transformers, verifier, sink) and finish the run.

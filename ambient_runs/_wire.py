@@ -55,6 +55,7 @@ __all__ = (
     "framed_encoder",
     "from_wire",
     "json_form",
+    "lone_surrogate",
     "parse_input",
     "parse_input_json",
     "problem_count",
@@ -427,6 +428,9 @@ def framed_encoder(before: str, after: str) -> Callable[[Any], bytes]:
 _encode_bare = framed_encoder("", "")
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: ``lone_surrogate(text)``: the first lone surrogate of *text* (a match), or None.
+lone_surrogate = _SURROGATE.search
 
 #: The encodability check of every event class (see `check_encodable`), by exact class.
 ENCODABLE: dict[type[Any], Callable[[Any], object]] = {
