@@ -135,11 +135,13 @@ def frames(
 
     .. versionadded:: 0.1.0
     """
-    run = getattr(events, "run", None)
-    policy = getattr(run, "error_policy", None)
-    if not isinstance(policy, ErrorPolicy):
-        policy = DEFAULT_POLICY
-    return _frames(aiter(events), check_keep_alive(keep_alive), policy)
+    return _frames(aiter(events), check_keep_alive(keep_alive), _policy_of(events))
+
+
+def _policy_of(events: object) -> ErrorPolicy:
+    """The error policy of *events*' run (an `ambient_runs.stream`), else the default."""
+    policy = getattr(getattr(events, "run", None), "error_policy", None)
+    return policy if isinstance(policy, ErrorPolicy) else DEFAULT_POLICY
 
 
 def check_keep_alive(keep_alive: float | None) -> float | None:
@@ -219,8 +221,9 @@ async def _batches(
     event. The batches come from `EventStream._take` (every buffered event);
     any other iterable gives one event per batch. Keep-alive comments, closing
     *events* on close, and ending a failed stream with ``RUN_ERROR`` (after the
-    frames that did encode) behave as in `frames`.
+    frames that did encode, worded by the run's error policy) behave as in `frames`.
     """
+    policy = _policy_of(events)
     source = aiter(events)
     take: _Take = getattr(source, "_take", None) or _singly(source)
     pending: asyncio.Task[list[ev.BaseEvent]] | None = None
@@ -258,7 +261,7 @@ async def _batches(
         if ended:
             raise
         _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
-        yield _error_frame(error)
+        yield _error_frame(error, policy)
     finally:
         if pending is not None:
             pending.cancel()

@@ -20,6 +20,7 @@ from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._wire import to_wire
 from ambient_runs.errors import InvalidEventError
+from ambient_runs.testing import make_input
 
 INPUT = {"threadId": "t", "runId": "r", "messages": []}
 
@@ -305,8 +306,33 @@ class TestBatches:
 
         assert [
             sse.encode(EVENTS[0]),
-            b'data: {"type":"RUN_ERROR","message":"source broke","code":"RuntimeError"}\n\n',
+            b'data: {"type":"RUN_ERROR","message":"The agent failed; '
+            b"the server's log has the details.\","
+            b'"code":"RuntimeError"}\n\n',
         ] == batches
+
+    async def test_the_run_error_follows_the_runs_error_policy(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A stream's run with expose_errors shows the failure's text, as `frames` does."""
+        real = sse.encode
+
+        def encode(event: ev.BaseEvent) -> bytes:
+            if isinstance(event, ev.TextMessageContentEvent):
+                msg = "no JSON form"
+                raise ar.InvalidEventError(msg)
+            return real(event)
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("hi")
+
+        monkeypatch.setattr(sse, "encode", encode)
+        events = ar.stream(agent, make_input(), expose_errors=True)
+        body = b"".join([b async for b in sse._batches(events, None)])
+
+        assert body.endswith(
+            b'data: {"type":"RUN_ERROR","message":"no JSON form","code":"InvalidEventError"}\n\n'
+        )
 
     async def test_a_failure_after_the_terminal_event_propagates(self) -> None:
         """Once the terminal frame went out, a later failure is not a second terminal."""
