@@ -29,7 +29,7 @@ from ambient_runs._outcomes import (
 )
 from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame
-from ambient_runs._state import RunState, publish_state_in, set_state_in, update_state_in
+from ambient_runs._state import initial_state, publish_state_in, set_state_in, update_state_in
 from ambient_runs._subagent import Emitters
 from ambient_runs.errors import ProtocolError, RunCancelledError
 
@@ -133,12 +133,22 @@ class Run(Emitters):
     the block raises `ProtocolError` (rule ``terminal-event``), the transformer's
     bug made loud rather than a stream that just stops.
 
+    The run starts from the client's state (``input.state``), converted into
+    *state_type*; since the client holds it already, the first publish is a
+    ``STATE_DELTA`` against it when that is smaller than a snapshot.
+
     Args:
         input: The request, a `RunAgentInput` or its wire form (a dict).
         sink: Where events go; by default the in-memory `events` log.
         transformers: Applied in order to every event before verification.
         verify: Check every event against the AG-UI 1.0 rules (`ProtocolError`).
-        state: The typed state: an attrs instance, a dataclass or a JSON dict.
+        state: The state to start from when the client sent none (``input.state``
+            absent or ``{}``): an attrs instance, a dataclass, a pydantic model or
+            a JSON dict. The client's own state, when it sent one, wins.
+        state_type: What the client's state is converted into: an attrs class, a
+            dataclass, a TypedDict, a pydantic model (duck-typed: ``model_validate``)
+            or ``dict``. Default: the class of *state* when that is not a dict,
+            else the client's JSON as it is.
         echo_input: Put *input* into ``RUN_STARTED.input``.
         request: The HTTP request being served (`Run.request`); a transport
             passes it, before any run hook sees the run.
@@ -149,7 +159,14 @@ class Run(Emitters):
             every exception that ends the run or one of its subagents. One that
             raises is logged and the default applies.
 
+    Raises:
+        InvalidInputError: The client's state does not convert into *state_type*;
+            each bad field is named by its path under ``$.state``.
+        TypeError: *state_type* is not a state type.
+
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       The run starts from the client's state; *state_type*.
     """
 
     def __init__(
@@ -160,6 +177,7 @@ class Run(Emitters):
         transformers: Sequence[Transformer] = (),
         verify: bool = True,
         state: Any = None,
+        state_type: Any = None,
         echo_input: bool = False,
         request: Request | None = None,
         expose_errors: bool = False,
@@ -177,7 +195,7 @@ class Run(Emitters):
             # against the original toolCallId): tell the verifier they exist.
             verifier = Verifier(known_tool_call_ids=_tool_call_ids(input.messages))
         self._verifier = verifier
-        self._state = RunState(state)
+        self._state = initial_state(input.state, state, state_type)
         #: The run's event pipeline (``ambient_runs._pipeline.Pipeline``): ids, lock,
         #: transform, verify, sink, taps and open handles. Package-internal: its
         #: interface may change; use the run's own methods.
@@ -584,9 +602,11 @@ class Run(Emitters):
         """
         Publish whatever changed since the last publish.
 
-        The first publish is a ``STATE_SNAPSHOT``; later ones a ``STATE_DELTA``
-        (RFC 6902) unless the patch's JSON is no smaller than the snapshot's.
-        Nothing changed, nothing sent. State is compared in its wire form.
+        The first publish is a ``STATE_DELTA`` against the state the client sent
+        (a ``STATE_SNAPSHOT`` when it sent none, or when the patch's JSON is no
+        smaller than the snapshot's), later ones likewise against the last
+        publish. Nothing changed, nothing sent; a state that is None and was
+        never set publishes nothing. State is compared in its wire form.
         """
         publish_state_in(self._emit_frame())
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ambient_runs import events as ev
-from ambient_runs._diff import StateTracker
-from ambient_runs._wire import check_json, wire_form
+from ambient_runs._diff import StateTracker, deep_copy_json
+from ambient_runs._wire import check_json, is_state_type, structure_state, wire_form
 from ambient_runs.errors import InvalidEventError
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "RunState",
+    "initial_state",
     "operations",
     "publish_state_in",
     "set_state_in",
@@ -60,18 +61,70 @@ def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, 
     return tuple(ops)
 
 
+_ABSENT: Any = object()
+
+
+def initial_state(client: Any, default: Any, state_type: Any) -> RunState:
+    """
+    The state a run starts from: the client's (``input.state``), else *default*.
+
+    - The client's state, when it holds something (not absent, not ``{}``), is
+      converted into *state_type* (`structure_state`; `InvalidInputError` naming
+      each bad field under ``$.state``), or kept as the JSON it is without one.
+    - A client holding nothing (``{}``) starts from *default* when there is one,
+      else from ``{}`` converted into *state_type*.
+    - Without *state_type*, a *default* that is an attrs instance, a dataclass or
+      a pydantic model gives its class as the type.
+
+    What the client sent is the baseline the first publish is a delta against
+    (when that is smaller); an absent state has none, so the first publish is a
+    snapshot.
+
+    Raises:
+        TypeError: *state_type* is not a type the client's state converts into.
+        InvalidInputError: The client's state does not convert.
+    """
+    if (
+        state_type is None
+        and default is not None
+        and not isinstance(default, dict)
+        and is_state_type(type(default))
+    ):
+        state_type = type(default)
+    if state_type is not None and not is_state_type(state_type):
+        msg = (
+            f"state_type={state_type!r} is not a state type: give an attrs class, a "
+            "dataclass, a TypedDict, a pydantic model or dict"
+        )
+        raise TypeError(msg)
+    if client is None:
+        return RunState(default)
+    baseline = deep_copy_json(client)
+    if client == {} and default is not None:
+        return RunState(default, baseline)
+    if state_type is None:
+        return RunState(deep_copy_json(client), baseline)
+    return RunState(structure_state(client, state_type), baseline)
+
+
 class RunState:
     """
     A run's typed state and what was last published of it.
 
-    The value is whatever the agent set (an attrs instance, a dataclass or a JSON
-    dict); publishing compares its wire form with the last one sent.
+    The value is whatever the agent set (an attrs instance, a dataclass, a pydantic
+    model or a JSON dict); publishing compares its wire form with the last one
+    sent, or, before the first publish, with *baseline*: the state the client sent,
+    which it holds already. A state that is None and was never set on purpose
+    publishes nothing (no ``{"snapshot": null}`` that would wipe the client's).
     """
 
-    __slots__ = ("_tracker", "value")
+    __slots__ = ("_baseline", "_tracker", "explicit", "value")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, baseline: Any = _ABSENT) -> None:
         self.value = value
+        #: Whether the value was given or set on purpose (a None then publishes a null).
+        self.explicit = value is not None
+        self._baseline = baseline
         self._tracker: StateTracker | None = None
 
     def publish(self, frame: Frame) -> None:
@@ -79,7 +132,11 @@ class RunState:
         pipeline = frame.pipeline
         with pipeline.lock:
             if self._tracker is None:
+                if self.value is None and not self.explicit and self._baseline is _ABSENT:
+                    return
                 self._tracker = StateTracker()
+                if self._baseline is not _ABSENT:
+                    self._tracker.baseline(self._baseline)
             change = tracked_change(self._tracker, self.value)
             if change is None:
                 return
@@ -97,6 +154,7 @@ def set_state_in(frame: Frame, value: Any) -> None:
     """Replace the run's state and publish the change, attributed to *frame*'s owner."""
     state = frame.pipeline.state
     state.value = value
+    state.explicit = True
     state.publish(frame)
 
 
@@ -106,6 +164,7 @@ def update_state_in(frame: Frame, update: Callable[[Any], Any]) -> None:
     new = update(state.value)
     if new is not None:
         state.value = new
+        state.explicit = True
     state.publish(frame)
 
 

@@ -22,6 +22,8 @@ string) and tolerant of unknown keys, and gathers every problem into one
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
 import functools
 import json
@@ -29,6 +31,7 @@ import math
 import re
 import types
 import typing
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
 
@@ -54,11 +57,13 @@ __all__ = (
     "framed",
     "framed_encoder",
     "from_wire",
+    "is_state_type",
     "json_form",
     "lone_surrogate",
     "parse_input",
     "parse_input_json",
     "problem_count",
+    "structure_state",
     "to_wire",
     "wire_form",
     "wire_name",
@@ -758,6 +763,265 @@ def _is_literal(tp: Any) -> bool:
 _CONVERTER.register_structure_hook_factory(_is_literal, _literal_factory)
 
 
+# --------------------------------------------------------------------------- state types
+
+#: Structures a client's JSON state into the run's state type: the inverse of
+#: `json_form` (camelCase keys back to field names, ISO 8601 text back to dates, …).
+#: Strict about JSON types, as the input's own fields are; tolerant of unknown keys.
+_STATE = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
+
+
+def _structure_float(value: object, _: object) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    _expect("a number", value)
+
+
+def _parsed(what: str, parse: Callable[[str], Any]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, str):
+            _expect(what, value)
+        try:
+            return parse(value)
+        except ValueError:
+            msg = f"expected {what}, got {value[:60]!r}"
+            raise _Problem(msg) from None
+
+    return structure
+
+
+def _structure_decimal(value: Any, _: Any) -> decimal.Decimal:
+    if type(value) is bool or not isinstance(value, str | int | float):
+        _expect("a decimal number (a string or a number)", value)
+    try:
+        return decimal.Decimal(value if isinstance(value, str) else str(value))
+    except decimal.InvalidOperation:
+        msg = f"expected a decimal number, got {value!r}"
+        raise _Problem(msg) from None
+
+
+def _is_pydantic_model(tp: Any) -> bool:
+    """Duck-typed: a class with pydantic v2's ``model_validate`` and ``model_dump``."""
+    return (
+        isinstance(tp, type)
+        and callable(getattr(tp, "model_validate", None))
+        and callable(getattr(tp, "model_dump", None))
+    )
+
+
+class _KeyNote(str):
+    """The note on a problem under key *key* of a mapping: the path names the key as it is."""
+
+    key: str
+
+    def __new__(cls, key: str) -> _KeyNote:
+        note = super().__new__(cls, f"@ key {key}")
+        note.key = key
+        return note
+
+
+class _Located(ValueError):
+    """Problems already located below the value being structured: ``(json path, problem)``."""
+
+    def __init__(self, located: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{where}: {what}" for where, what in located))
+        self.located = tuple(located)
+
+
+def _structure_pydantic(value: Any, tp: Any) -> Any:
+    try:
+        return tp.model_validate(value)
+    except Exception as exc:
+        errors = getattr(exc, "errors", None)
+        if not callable(errors):
+            raise
+        located = []
+        for error in errors():
+            where = "".join(
+                f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
+            )
+            located.append((where, str(error.get("msg", "invalid"))))
+        raise _Located(located) from None
+
+
+def _structure_state_class_factory(cls: type[Any]) -> Any:
+    names = [f.name for f in _fields(cls) if f.init]
+    overrides: dict[str, Any] = {name: override(rename=wire_name(name)) for name in names}
+    inner = make_dict_structure_fn(cls, _STATE, _cattrs_forbid_extra_keys=False, **overrides)
+
+    def structure(value: Any, tp: Any) -> Any:
+        if not isinstance(value, dict):
+            _expect("an object", value)
+        return inner(value, tp)
+
+    return structure
+
+
+def _is_sequence_type(tp: Any) -> bool:
+    origin = get_origin(tp) or tp
+    return origin in (list, tuple, set, frozenset, Sequence) and tp is not tuple
+
+
+def _structure_sequence_factory(tp: Any) -> Any:
+    origin = get_origin(tp) or tp
+    args = get_args(tp)
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        inner = _STATE.get_structure_hook(tp)  # a fixed-length tuple: cattrs' own
+
+        def fixed(value: Any, _: Any) -> Any:
+            if not isinstance(value, list):
+                _expect("an array", value)
+            return inner(value, tp)
+
+        return fixed
+    item = args[0] if args else Any
+    hook = _STATE.get_structure_hook(item)
+    build: Any = list if origin is Sequence else origin
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, list):
+            _expect("an array", value)
+        items, errors = [], []
+        for index, element in enumerate(value):
+            try:
+                items.append(hook(element, item))
+            except Exception as exc:
+                exc.add_note(IterableValidationNote(f"@ index {index}", index, item))
+                errors.append(exc)
+        if errors:
+            msg = "invalid items"
+            raise IterableValidationError(msg, errors, tp)
+        return build(items)
+
+    return structure
+
+
+def _is_mapping_type(tp: Any) -> bool:
+    origin = get_origin(tp) or tp
+    return origin in (dict, Mapping) and not _is_json_object(tp)
+
+
+def _structure_mapping_factory(tp: Any) -> Any:
+    args = get_args(tp)
+    value_type = args[1] if len(args) == 2 else Any
+    hook = _STATE.get_structure_hook(value_type)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            _expect("an object", value)
+        out, errors = {}, []
+        for key, element in value.items():
+            try:
+                out[key] = hook(element, value_type)
+            except Exception as exc:
+                exc.add_note(_KeyNote(key))
+                errors.append(exc)
+        if errors:
+            msg = "invalid values"
+            raise ClassValidationError(msg, errors, dict)
+        return out
+
+    return structure
+
+
+def _structure_typeddict_factory(tp: Any) -> Any:
+    hints = typing.get_type_hints(tp)
+    required = tp.__required_keys__
+    hooks = {key: (_STATE.get_structure_hook(hint), hint) for key, hint in hints.items()}
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            _expect("an object", value)
+        out, errors = {}, []
+        for key, (hook, hint) in hooks.items():
+            problem: Exception
+            if key not in value:
+                if key not in required:
+                    continue
+                problem = KeyError(key)
+            else:
+                try:
+                    out[key] = hook(value[key], hint)
+                    continue
+                except Exception as exc:
+                    problem = exc
+            problem.add_note(_KeyNote(key))
+            errors.append(problem)
+        if errors:
+            msg = f"While structuring {tp.__name__}"
+            raise ClassValidationError(msg, errors, tp)
+        return out
+
+    return structure
+
+
+_STATE.register_structure_hook(str, _structure_str)
+_STATE.register_structure_hook(int, _structure_int)
+_STATE.register_structure_hook(float, _structure_float)
+_STATE.register_structure_hook(bool, _structure_bool)
+_STATE.register_structure_hook_func(lambda tp: tp is Any, lambda value, _: value)
+_STATE.register_structure_hook_func(_is_json_object, _structure_object)
+_ISO = datetime.datetime.fromisoformat
+_STATE.register_structure_hook(datetime.datetime, _parsed("an ISO 8601 date and time", _ISO))
+_STATE.register_structure_hook(
+    datetime.date, _parsed("an ISO 8601 date", datetime.date.fromisoformat)
+)
+_STATE.register_structure_hook(
+    datetime.time, _parsed("an ISO 8601 time", datetime.time.fromisoformat)
+)
+_STATE.register_structure_hook(uuid.UUID, _parsed("a UUID", uuid.UUID))
+_STATE.register_structure_hook(decimal.Decimal, _structure_decimal)
+_STATE.register_structure_hook_factory(_is_sequence_type, _structure_sequence_factory)
+_STATE.register_structure_hook_factory(_is_mapping_type, _structure_mapping_factory)
+_STATE.register_structure_hook_factory(_has_fields, _structure_state_class_factory)
+_STATE.register_structure_hook_func(_is_pydantic_model, _structure_pydantic)
+_STATE.register_structure_hook_factory(typing.is_typeddict, _structure_typeddict_factory)
+
+
+def is_state_type(tp: Any) -> bool:
+    """Whether *tp* is a type `structure_state` converts a client's state into."""
+    return (
+        tp is Any
+        or tp is dict
+        or _is_mapping_type(tp)
+        or _is_json_object(tp)
+        or _has_fields(tp)
+        or _is_pydantic_model(tp)
+        or typing.is_typeddict(tp)
+    )
+
+
+def structure_state(data: Any, tp: Any) -> Any:
+    """
+    Convert *data*, a client's JSON state, into the state type *tp*.
+
+    The inverse of `json_form`: an attrs class or dataclass from an object with its
+    fields' wire names (camelCase), a TypedDict from its keys, a pydantic model
+    through its ``model_validate``, a dict as it is; ``datetime``/``date``/``time``
+    from ISO 8601 text, ``UUID`` and ``Decimal`` from text, enums from their value,
+    tuples and lists from arrays, a `register_json_form` type through its *load*.
+    Keys the type does not know are dropped.
+
+    Raises:
+        InvalidInputError: *data* does not convert; every bad field is named by its
+            path under ``$.state``.
+    """
+    if tp is Any or tp is dict:
+        return data
+    try:
+        return _STATE.structure(data, tp)
+    except RecursionError:
+        msg = "invalid state"
+        raise InvalidInputError(msg, ["$.state: nesting exceeds the recursion limit"]) from None
+    except Exception as exc:
+        name = getattr(tp, "__name__", repr(tp))
+        problems = _problems(exc, "$.state") or [f"$.state: {exc}"]
+        msg = f"the client's state is not a {name}"
+        raise InvalidInputError(msg, problems) from None
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -770,6 +1034,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         return found
     if isinstance(exc, KeyError):
         return [f"{path}: required, missing"]
+    if isinstance(exc, _Located):
+        return [f"{path}{where}: {what}" for where, what in exc.located]
     if isinstance(exc, InvalidEventError):
         # A constructor's validator: "Class.field must be …, got …".
         where, _, detail = str(exc).partition(" must be ")
@@ -781,6 +1047,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
 
 def _step(exc: BaseException, path: str) -> str:
     for note in getattr(exc, "__notes__", ()):
+        if isinstance(note, _KeyNote):
+            return f"{path}.{note.key}"
         if isinstance(note, AttributeValidationNote):
             return f"{path}.{wire_name(note.name)}"
         if isinstance(note, IterableValidationNote):

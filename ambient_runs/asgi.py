@@ -13,7 +13,8 @@ The protocol, per request:
 - a request rejected before the run starts answers an HTTP error with a JSON
   body ``{"error": …, "detail": […]}``: 405 (other methods, with
   ``allow: POST``), 415 (not JSON), 413 (body over *max_body*), 400 (malformed
-  JSON), 422 (JSON that is not a RunAgentInput);
+  JSON), 422 (JSON that is not a RunAgentInput, or a ``state`` that does not
+  convert into the app's state type);
 - once the stream has started, a failure is a ``RUN_ERROR`` event and the body
   closes cleanly;
 - a client that disconnects cancels the run at once;
@@ -265,8 +266,10 @@ class AgentApp:
             what the app declares itself (see `AgentApp.capabilities`), a field
             set to None withdraws it.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
-            *transformers*, *verify*, *state*, *echo_input*). A *state* is
-            deep-copied for each run, so runs never share one object.
+            *transformers*, *verify*, *state*, *state_type*, *echo_input*). A
+            *state* is deep-copied for each run, so runs never share one object.
+            A client's state that does not convert into the state type is
+            refused with 422 ``"invalid state"``, each bad field named.
 
     Raises:
         TypeError: *agent* cannot be called with the `Run`, or *run_options*
@@ -441,7 +444,11 @@ class AgentApp:
         options = self.run_options
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
-        events = checked_stream(self.agent, input, request=request, **options)
+        try:
+            events = checked_stream(self.agent, input, request=request, **options)
+        except InvalidInputError as error:  # the client's state is not the app's state type
+            await self._reject(send, 422, "invalid state", error.problems, cors=cors)
+            return
         if self._detached is not None:
             await self._detached.start(events, receive, send, cors, self._reject)
             return

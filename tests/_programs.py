@@ -18,7 +18,7 @@ INPUT = make_input(
     "run",
     user="go",
     messages=(ev.SystemMessage(id="sys", content="be brief"),),
-    state={"seen": 0},
+    state={"seen": 0, "items": []},
 )
 
 #: One step of a program: (operation, a choice among its targets, a small payload number).
@@ -31,7 +31,7 @@ def log_of(
     program: list[tuple[int, int, int]], *, finish: str = "success"
 ) -> list[dict[str, Any]]:
     """Run *program* and return the run's events in wire form, RUN_STARTED to the end."""
-    run = ar.Run(INPUT, state={"seen": 0, "items": []})
+    run = ar.Run(INPUT)  # starts from the client's state, INPUT.state
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # auto-closed leftovers are part of the point
         try:

@@ -1,0 +1,118 @@
+"""
+End to end, the conversation both ways: `AgentApp` under a real uvicorn, driven by the
+official ``@ag-ui/client@1.0.0`` over several runs of one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from _node import ClientRunResult, aclient_run
+from _uvicorn_server import E2E, serving
+
+import ambient_runs as ar
+from ambient_runs.asgi import AgentApp
+
+pytestmark = E2E
+
+THREAD = "thread-convo"
+
+
+def assert_clean(run: Mapping[str, Any]) -> None:
+    """The client accepted the run whole: it resolved, nothing failed, warned or was stripped."""
+    assert (None, None, [], []) == (
+        run["error"],
+        run["runFailed"],
+        run["warnings"],
+        run["consoleErrors"],
+    )
+
+
+async def drive(
+    app: AgentApp, runs: Sequence[Mapping[str, Any]], **client: Any
+) -> ClientRunResult:
+    """Serve *app* with uvicorn and perform *runs* with the official client."""
+    async with serving(app) as url:
+        async with asyncio.timeout(60):
+            return await aclient_run(url, runs, **client)
+
+
+def types_of(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+@attrs.define
+class Todo:
+    title: str
+    done: bool = False
+
+
+@attrs.define
+class TodoList:
+    owner: str
+    items: list[Todo] = attrs.Factory(list)
+    done_count: int = 0
+
+
+class TestSharedState:
+    async def test_client_state_equals_the_agents_after_every_run(self) -> None:
+        """Each run starts from the client's state and leaves the client holding the agent's."""
+        seen: list[Any] = []
+        after: list[Any] = []
+
+        async def agent(run: ar.Run) -> None:
+            todos: TodoList = run.state()
+            seen.append(json.loads(ar.encode_json(todos)))
+            action = run.forwarded_props or {}
+            if "add" in action:
+                run.update_state(lambda s: s.items.append(Todo(action["add"])))
+            if "done" in action:
+                todos.items[action["done"]].done = True
+                todos.done_count += 1
+                run.publish_state()
+            run.publish_state()  # nothing new: nothing sent
+            after.append(json.loads(ar.encode_json(run.state())))
+
+        app = AgentApp(agent, state_type=TodoList)
+        steps = [{"add": "milk"}, {"add": "eggs"}, {"done": 0}, {}]
+        runs = [
+            {"input": {"threadId": THREAD, "runId": f"r{n}", "forwardedProps": step}}
+            for n, step in enumerate(steps)
+        ]
+        owner = "Ada Lovelace, Countess of Lovelace"  # long enough that deltas are smaller
+        result = await drive(app, runs, initial_state={"owner": owner, "items": []})
+
+        for run, state in zip(result["runs"], after, strict=True):
+            assert_clean(run)
+            assert state == run["state"]
+        # Every run began from what the client held, the one before it's end state.
+        assert [{"owner": owner, "items": [], "doneCount": 0}, *after[:-1]] == seen
+        assert {
+            "owner": owner,
+            "items": [{"title": "milk", "done": True}, {"title": "eggs", "done": False}],
+            "doneCount": 1,
+        } == result["state"]
+        kinds = [types_of(run["events"]) for run in result["runs"]]
+        # Later runs patch what the client holds; a run that changes nothing sends nothing.
+        assert [["STATE_DELTA"]] * 2 + [[]] == [
+            [t for t in k if t.startswith("STATE")] for k in kinds[1:]
+        ]
+
+    async def test_a_state_that_does_not_convert_is_a_422_naming_the_field(self) -> None:
+        async def agent(run: ar.Run) -> None:
+            ar.say("never")
+
+        app = AgentApp(agent, state_type=TodoList)
+        runs = [{"input": {"threadId": THREAD, "runId": "bad"}}]
+        result = await drive(app, runs, initial_state={"owner": 7})
+
+        [run] = result["runs"]
+        assert 422 == run["errorStatus"]
+        assert {
+            "error": "invalid state",
+            "detail": ["$.state.owner: expected a string, got int"],
+        } == run["errorPayload"]
