@@ -48,7 +48,7 @@ from ambient_runs._step import Step, StepSpec
 from ambient_runs._stream import EventStream, StreamStatistics, stream
 from ambient_runs._subagent import Subagent, SubagentSpec
 from ambient_runs._version import __version__
-from ambient_runs._wire import encode_json, from_wire, to_wire
+from ambient_runs._wire import encode_json, from_wire, json_form, register_json_form, to_wire
 from ambient_runs.errors import (
     AgentError,
     AmbientRunsError,
@@ -114,9 +114,11 @@ __all__ = [
     "emit",
     "encode_json",
     "from_wire",
+    "json_form",
     "message",
     "publish_state",
     "reasoning",
+    "register_json_form",
     "relay",
     "relay_messages",
     "relay_resume",

@@ -267,16 +267,13 @@ def result_form(result: Any, name: str) -> Any:
     The JSON form of subagent *name*'s return value, or None (with a `ResultWarning`).
 
     A value with no JSON form must not fail the invocation that returned it: it
-    finishes without a result, and the warning names the fix.
+    finishes without a result, and the warning names the bad value's path and the fix.
     """
     if result is None:
         return None
     try:
         return json_form(result)
     except ValueError:
-        pydantic_form = _pydantic_form(result)
-        if pydantic_form is not None:
-            return pydantic_form
         where = _non_json(result)
         kind = type(result).__name__
         what = (
@@ -287,8 +284,9 @@ def result_form(result: Any, name: str) -> Any:
         warn_at_user(
             f"subagent {name!r} returned {what} which has no JSON form; SUBAGENT_FINISHED "
             "carries no result. Return JSON values (dict with str keys, list, str, int, finite "
-            "float, bool, None), attrs instances or dataclasses: convert that value, or call "
-            "finish_with() with a JSON form yourself.",
+            "float, bool, None), attrs instances, dataclasses, pydantic models or a type given "
+            "register_json_form(): convert that value, or call finish_with() with a JSON form "
+            "yourself.",
             ResultWarning,
         )
         return None
@@ -335,34 +333,9 @@ def _a(noun: str) -> str:
 
 def result_json(value: Any) -> Any:
     """
-    *value*'s JSON form for a ``result`` field: `json_form`, or pydantic's when it is loaded.
+    *value*'s JSON form for a ``result`` field (`json_form`: pydantic models included).
 
     Raises:
-        InvalidEventError: Neither gives *value* a JSON form.
+        InvalidEventError: *value* has no JSON form.
     """
-    try:
-        return json_form(value)
-    except ValueError:
-        form = _pydantic_form(value)
-        if form is None and value is not None:
-            raise
-        return form
-
-
-def _pydantic_form(value: Any) -> Any:
-    """
-    *value*'s JSON form by pydantic, when pydantic is already loaded (a framework's models).
-
-    LangGraph nodes return their state update: dicts of LangChain messages, which
-    are pydantic models. None when pydantic is not loaded or cannot serialise it.
-    """
-    import sys
-
-    core = sys.modules.get("pydantic_core")
-    if core is None:
-        return None
-    try:
-        form = core.to_jsonable_python(value)
-        return json_form(form)
-    except Exception:
-        return None
+    return json_form(value)

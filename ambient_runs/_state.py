@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker, deep_copy_json
-from ambient_runs._wire import check_json, is_state_type, structure_state, wire_form
+from ambient_runs._wire import check_json, is_state_type, json_form, structure_state, wire_form
 from ambient_runs.errors import InvalidEventError
 
 if TYPE_CHECKING:
@@ -40,7 +40,13 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
     `InvalidEventError` is raised.
     """
     try:
-        change = tracker.publish(wire_form(value))
+        try:
+            change = tracker.publish(wire_form(value))
+        except TypeError:
+            # A JSON container holding Python values (a date, a model): their JSON
+            # form, or InvalidEventError naming the bad one. The tracker refused
+            # before changing anything, so the retry diffs as the first try would.
+            change = tracker.publish(json_form(value))
         if change is not None:
             check_json(change[1], value)
     except (TypeError, ValueError, RecursionError) as exc:

@@ -63,6 +63,7 @@ __all__ = (
     "parse_input",
     "parse_input_json",
     "problem_count",
+    "register_json_form",
     "structure_state",
     "to_wire",
     "wire_form",
@@ -482,22 +483,225 @@ def _bad_json(obj: Any, why: str) -> NoReturn:
 
 def json_form(value: Any) -> Any:
     """
-    Return *value*'s JSON form: itself for JSON values, the wire form for attrs
-    classes and dataclasses (camelCase keys, ``None`` fields left out).
+    Return *value*'s JSON form: what every payload the library takes becomes on the wire.
+
+    ``call.args``, ``call.result``, ``finish_with``, ``set_state``, a subagent's
+    return value and activity content all go through it. The forms, recursively:
+
+    ============================================  ==========================================
+    ``dict``, ``list``, ``str``, ``int``,         themselves (a finite ``float`` only)
+    ``float``, ``bool``, ``None``
+    ``tuple`` (and other sequences' subclasses)   an array
+    other mappings                                an object; keys ``str``, or an enum, int,
+                                                  float, bool or None key spelled as
+                                                  ``json.dumps`` spells it
+    attrs classes, dataclasses                    an object of their fields: camelCase keys,
+                                                  a None field with a None default left out
+    pydantic models (duck-typed)                  ``model_dump(mode="json")``
+    ``enum.Enum``                                 its value's form
+    ``datetime``, ``date``, ``time``              ISO 8601 text (``isoformat()``)
+    ``uuid.UUID``, ``decimal.Decimal``            text (``str()``): no precision lost
+    a type given to `register_json_form`          the form of what its *dump* returns
+    ============================================  ==========================================
+
+    Sets, bytes and every other type have none (register one). A registered type
+    wins over the built-in forms, through the class's MRO. A value that is JSON
+    already is returned as it is, not copied.
 
     Raises:
-        InvalidEventError: *value* has no JSON form (see `encode_json`).
+        InvalidEventError: Something in *value* has no JSON form; the message names
+            its path (``$.tasks[2].due``) and the fix.
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       Pydantic models, enums, dates and times, UUIDs, decimals, tuples and
+       `register_json_form` types; errors name the path of the bad value.
     """
-    wire = wire_form(value)
-    check_json(wire, value)
-    return wire
+    tv = type(value)
+    if tv is str or tv is int or tv is bool or value is None:
+        return value
+    try:
+        return _form(value)
+    except _NoForm as problem:
+        path = "$" + "".join(reversed(problem.path))
+        msg = f"{tv.__name__} has no JSON form: {path} {problem.why}"
+        raise InvalidEventError(msg) from None
+    except RecursionError:
+        msg = f"{tv.__name__} has no JSON form: it nests deeper than the recursion limit"
+        raise InvalidEventError(msg) from None
+
+
+def register_json_form(
+    cls: type[T], dump: Callable[[T], Any], *, load: Callable[[Any], T] | None = None
+) -> None:
+    """
+    Give *cls* (and its subclasses) a JSON form: ``dump(value)``, itself made JSON by `json_form`.
+
+    Register at import time, before the type is used: a state type holding *cls*
+    is converted with the hooks registered when it was first converted. With
+    *load*, a client's state converts back (``load(json)``; whatever it raises
+    refuses the state, 422 under `AgentApp`), so *cls* can be a field of a run's
+    state type::
+
+        ar.register_json_form(Money, lambda m: {"amount": str(m.amount), "ccy": m.ccy},
+                              load=lambda j: Money(Decimal(j["amount"]), j["ccy"]))
+
+    Registering *cls* again replaces its form; a registration overrides a built-in
+    one (``register_json_form(Decimal, float)`` writes decimals as numbers).
+
+    Raises:
+        TypeError: *cls* is not a class, or *dump* or *load* is not callable.
+
+    .. versionadded:: 0.2.0
+    """
+    if not isinstance(cls, type):
+        msg = f"register_json_form needs a class, not {cls!r}"
+        raise TypeError(msg)
+    if not callable(dump) or (load is not None and not callable(load)):
+        msg = "register_json_form(cls, dump, load=None): dump and load must be callables"
+        raise TypeError(msg)
+    _DUMPERS[cls] = dump
+    _FORMS.clear()
+    if load is not None:
+        _LOADERS[cls] = load
+
+        def structure(value: Any, _: Any) -> Any:
+            try:
+                return load(value)
+            except Exception as exc:
+                msg = f"not a {cls.__name__}: {type(exc).__name__}: {exc}"
+                raise _Problem(msg) from None
+
+        _STATE.register_structure_hook(cls, structure)
+
+
+#: The dump functions `register_json_form` was given, by class.
+_DUMPERS: dict[type[Any], Callable[[Any], Any]] = {}
+#: The load functions `register_json_form` was given, by class.
+_LOADERS: dict[type[Any], Callable[[Any], Any]] = {}
+
+
+class _NoForm(Exception):
+    """A value with no JSON form; *path* collects the steps to it, innermost first."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+        self.path: list[str] = []
+
+
+def _key_form(key: Any) -> str:
+    tk = type(key)
+    if tk is str:
+        return cast(str, key)
+    if isinstance(key, enum.Enum):
+        return _key_form(key.value)
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None or isinstance(key, bool | int | float):
+        return _dumps(key) if not isinstance(key, float) else _float_key(key)
+    msg = f"is a {tk.__name__} key; JSON object keys are strings"
+    raise _NoForm(msg)
+
+
+def _float_key(key: float) -> str:
+    if not math.isfinite(key):
+        msg = f"is a {key!r} key, which JSON cannot write"
+        raise _NoForm(msg)
+    return float.__repr__(key)
+
+
+def _at(path_step: str, problem: _NoForm) -> _NoForm:
+    problem.path.append(path_step)
+    return problem
+
+
+def _form(value: Any) -> Any:
+    """*value*'s JSON form (see `json_form`); the same object when nothing needed converting."""
+    tv = type(value)
+    if tv is str or tv is int or tv is bool or value is None:
+        return value
+    if tv is float:
+        if value - value == 0.0:
+            return value
+        msg = f"is {value!r}, which is not a JSON number"
+        raise _NoForm(msg)
+    if tv is dict:
+        changed = False
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = key if type(key) is str else _key_form(key)
+            try:
+                new = _form(item)
+            except _NoForm as problem:
+                raise _at("." + name, problem) from None
+            changed = changed or new is not item or name is not key
+            out[name] = new
+        return out if changed else value
+    if tv is list or tv is tuple:
+        items: list[Any] = []
+        changed = tv is tuple
+        for index, item in enumerate(value):
+            try:
+                new = _form(item)
+            except _NoForm as problem:
+                raise _at("[" + str(index) + "]", problem) from None
+            changed = changed or new is not item
+            items.append(new)
+        return items if changed else value
+    convert = _FORMS.get(tv)
+    if convert is None:
+        convert = _FORMS[tv] = _form_of_type(tv)
+    return _form(convert(value))
+
+
+def _form_of_type(tv: type[Any]) -> Callable[[Any], Any]:
+    """How values of class *tv* (not a JSON type itself) become something `_form` takes."""
+    for base in tv.__mro__:
+        dump = _DUMPERS.get(base)
+        if dump is not None:
+            return dump
+    if _has_fields(tv):
+        return to_wire
+    if _is_pydantic_model(tv):
+        return lambda v: v.model_dump(mode="json")
+    if issubclass(tv, enum.Enum):
+        return lambda v: v.value
+    if issubclass(tv, datetime.date | datetime.time):  # datetime is a date
+        return lambda v: v.isoformat()
+    if issubclass(tv, uuid.UUID | decimal.Decimal):
+        return str
+    for base in (bool, int, float, str):  # subclasses of the JSON types: their base value
+        if issubclass(tv, base):
+            return base
+    if issubclass(tv, Mapping):
+        return dict
+    if issubclass(tv, list | tuple):
+        return list
+
+    def refuse(value: Any) -> Any:
+        msg = (
+            f"is a {tv.__name__}, which has no JSON form; convert it, or give {tv.__name__} "
+            "one with ambient_runs.register_json_form"
+        )
+        raise _NoForm(msg)
+
+    return refuse
+
+
+#: How each non-JSON class becomes JSON, worked out once per class (cleared on registration).
+_FORMS: dict[type[Any], Callable[[Any], Any]] = {}
 
 
 def wire_form(value: Any) -> Any:
-    """Return *value*'s JSON form like `json_form`, without checking that it is JSON."""
-    return value if type(value) in _JSON_TYPES else to_wire(value)
+    """
+    Return *value*'s JSON form like `json_form`; JSON containers are passed through unchecked.
+
+    A dict or list is returned as it is, however deep, so that a large state costs
+    nothing here; a caller that finds a non-JSON value inside falls back to
+    `json_form`, which converts it (or names it).
+    """
+    return value if type(value) in _JSON_TYPES else json_form(value)
 
 
 def check_json(wire: Any, source: Any = None) -> None:
@@ -990,6 +1194,7 @@ def is_state_type(tp: Any) -> bool:
         or _has_fields(tp)
         or _is_pydantic_model(tp)
         or typing.is_typeddict(tp)
+        or tp in _LOADERS
     )
 
 
