@@ -185,3 +185,31 @@ class TestRefused:
         } == json.loads(response.content)
         assert 200 == good.status_code
         assert [Counter(1)] == [run.state() for run in ran]
+
+    async def test_the_starlette_helper_answers_422_too(self) -> None:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        from ambient_runs.adapters.starlette import serve
+
+        async def agent(run: ar.Run) -> None:
+            ar.say(f"count {run.state().count}")
+
+        async def route(request: Request) -> Response:
+            return serve(agent, request, state_type=Counter)
+
+        app = Starlette(routes=[Route("/agent", route, methods=["POST"])])
+        body = {"threadId": "t", "runId": "r", "messages": [], "state": {"label": 1}}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            response = await client.post("/agent", json=body)
+        assert 422 == response.status_code
+        assert {
+            "error": "invalid state",
+            "detail": [
+                "$.state.count: required, missing",
+                "$.state.label: expected a string, got int",
+            ],
+        } == json.loads(response.content)
