@@ -41,7 +41,7 @@ from ambient_runs._emit import (
     update_state,
     use,
 )
-from ambient_runs._outcomes import Interrupted
+from ambient_runs._outcomes import Interrupted, Resumption, interrupt
 from ambient_runs._relay import relay, relay_messages, relay_resume
 from ambient_runs._run import EventLog, Run, current_run
 from ambient_runs._step import Step, StepSpec
@@ -94,6 +94,7 @@ __all__ = [
     "ReasoningHandle",
     "RelayError",
     "ResultWarning",
+    "Resumption",
     "Run",
     "RunAgentInput",
     "RunCancelledError",
@@ -114,6 +115,7 @@ __all__ = [
     "emit",
     "encode_json",
     "from_wire",
+    "interrupt",
     "json_form",
     "message",
     "publish_state",

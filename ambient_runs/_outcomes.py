@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import urllib.parse
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +30,9 @@ __all__ = (
     "ErrorDescriber",
     "ErrorPolicy",
     "Interrupted",
+    "Resumption",
     "code_of",
+    "interrupt",
     "interrupts_of",
     "is_cancellation",
     "register_suspending",
@@ -74,6 +78,103 @@ class Interrupted(Exception):
             ]
         self.interrupts: tuple[ev.Interrupt, ...] = tuple(flat)
         super().__init__(", ".join(i.id for i in flat))
+
+
+_ID_SEPARATOR = "~"
+
+
+def _quote(text: str) -> str:
+    """Percent-encode *text* so that it holds no `_ID_SEPARATOR` (``~`` is unreserved)."""
+    return urllib.parse.quote(text, safe="").replace("~", "%7E")
+
+
+def interrupt(
+    reason: str,
+    *,
+    message: str | None = None,
+    tool_call_id: str | None = None,
+    response_schema: dict[str, Any] | None = None,
+    expires_at: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> ev.Interrupt:
+    """
+    Return a new `Interrupt` for the ambient scope, ready for ``raise Interrupted(...)``.
+
+    Its id is fresh (``<run id>-int-<n>``) and, inside a subagent, also names the
+    invocation: ``<run id>-int-<n>~<subagent id>~<subagent name>`` (the last two
+    percent-encoded). The client sends that id back in ``resume``, so
+    `Run.resume_for` tells any process, with no memory of this run, which
+    invocation to continue and under which id.
+
+    Raises:
+        NoActiveRunError: No run is ambient.
+
+    .. versionadded:: 0.2.0
+    """
+    frame = _scopes.require("interrupt")
+    base = frame.pipeline.new_interrupt_id()
+    owner = frame.owner
+    name = frame.subagent.name if frame.subagent is not None else None
+    if owner is not None and isinstance(name, str):
+        base = _ID_SEPARATOR.join((base, _quote(owner), _quote(name)))
+    return ev.Interrupt(
+        id=base,
+        reason=reason,
+        message=message,
+        tool_call_id=tool_call_id,
+        response_schema=response_schema,
+        expires_at=expires_at,
+        metadata=metadata,
+        subagent_run_id=owner,
+    )
+
+
+@attrs.frozen
+class Resumption:
+    """
+    The client's answer to one interrupt, and the suspended invocation it continues.
+
+    Attributes:
+        entry: The `ResumeEntry` as the client sent it.
+        subagent_run_id: The suspended invocation's id, when the interrupt was
+            made by `interrupt` inside a subagent (else None).
+        subagent_name: That invocation's subagent name (else None).
+
+    .. versionadded:: 0.2.0
+    """
+
+    entry: ev.ResumeEntry
+    subagent_run_id: str | None = None
+    subagent_name: str | None = None
+
+    @classmethod
+    def of(cls, entry: ev.ResumeEntry) -> Resumption:
+        """Read the invocation off *entry*'s interrupt id (see `interrupt`)."""
+        parts = entry.interrupt_id.rsplit(_ID_SEPARATOR, 2)
+        if len(parts) != 3 or not parts[1] or not parts[2]:
+            return cls(entry)
+        unquote = urllib.parse.unquote
+        return cls(entry, unquote(parts[1]), unquote(parts[2]))
+
+    @property
+    def interrupt_id(self) -> str:
+        """The interrupt answered."""
+        return self.entry.interrupt_id
+
+    @property
+    def status(self) -> str:
+        """``"resolved"`` or ``"cancelled"``."""
+        return self.entry.status
+
+    @property
+    def payload(self) -> Any:
+        """The answer itself (JSON)."""
+        return self.entry.payload
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The metadata the client sent back with the answer."""
+        return self.entry.metadata
 
 
 def safely(fn: Callable[..., None], *args: Any) -> None:

@@ -128,6 +128,7 @@ class Pipeline:
         "finished",
         "lock",
         "message_owners",
+        "pending_interrupts",
         "root",
         "run_id",
         "scopes",
@@ -166,6 +167,9 @@ class Pipeline:
         self.scopes: dict[str | None, Registry] = {None: self.root}
         #: The owner of every message opened in the run, by message id.
         self.message_owners: dict[str, str | None] = {}
+        #: The interrupts suspended invocations are waiting on, by id: the run must
+        #: end with them even when user code caught the `Interrupted`.
+        self.pending_interrupts: dict[str, ev.Interrupt] = {}
         #: Awaited by `drain`: installed by a streaming transport for backpressure.
         self.drain_hook: Callable[[], Awaitable[None]] | None = None
         #: The run's typed state and its publisher (``_state.RunState``).

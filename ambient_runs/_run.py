@@ -22,6 +22,8 @@ from ambient_runs._outcomes import (
     GENERIC_MESSAGE,
     ErrorDescriber,
     ErrorPolicy,
+    Resumption,
+    code_of,
     interrupts_of,
     is_cancellation,
     result_json,
@@ -102,7 +104,10 @@ class Run(Emitters):
 
     - ``RUN_FINISHED`` (with the `finish_with` result) when the block ends normally;
     - ``RUN_FINISHED`` with an ``interrupt`` outcome when `Interrupted` (or a group
-      of only those) leaves it; the exception stops here;
+      of only those) leaves it; the exception stops here. An `Interrupted` that
+      suspended a subagent and was then caught by user code still ends the run
+      with an ``interrupt`` outcome carrying its interrupts (with the result, when
+      set): the invocation is suspended on the wire and waits for the answers;
     - ``RUN_FINISHED`` with a ``cancelled`` outcome on cancellation (asyncio's,
       re-raised; or `check_cancelled`'s, which stops here);
     - ``RUN_ERROR`` on any other exception, which is re-raised. Its code is the
@@ -282,9 +287,23 @@ class Run(Emitters):
         """Answers to the interrupts a previous run paused on; empty unless resuming."""
         return self.input.resume or ()
 
-    def resume_for(self, interrupt_id: str) -> ev.ResumeEntry | None:
-        """Return the answer to interrupt *interrupt_id*, if the client sent one."""
-        return next((r for r in self.resume if r.interrupt_id == interrupt_id), None)
+    def resume_for(self, interrupt_id: str) -> Resumption | None:
+        """
+        Return the client's answer to interrupt *interrupt_id*, if it sent one.
+
+        The `Resumption` is the `ResumeEntry` (``status``, ``payload``,
+        ``metadata``) plus the suspended invocation it continues, read off an id
+        made by `ambient_runs.interrupt`: ``subagent_run_id`` and
+        ``subagent_name``, so that any process, with no memory of the paused
+        run, continues it under the same id::
+
+            answer = run.resume_for(interrupt_id)
+            if answer is not None and answer.subagent_run_id is not None:
+                with ar.subagent(answer.subagent_name, id=answer.subagent_run_id):
+                    ...
+        """
+        entry = next((r for r in self.resume if r.interrupt_id == interrupt_id), None)
+        return None if entry is None else Resumption.of(entry)
 
     @property
     def is_resume(self) -> bool:
@@ -408,12 +427,17 @@ class Run(Emitters):
             self.pipeline.close()
 
     def _finish(self, exc: BaseException | None) -> bool:
+        pending = self.pipeline.pending_interrupts
         if exc is None:
-            self._close_and_send(self._finished_event(None, self._result), quietly=False)
+            outcome: ev.RunFinishedOutcome | None = None
+            if pending:  # an Interrupted was caught, but its invocations are suspended
+                outcome = ev.RunFinishedInterruptOutcome(interrupts=tuple(pending.values()))
+            self._close_and_send(self._finished_event(outcome, self._result), quietly=False)
             return False
         interrupts = interrupts_of(exc)
         if interrupts is not None:
-            outcome: ev.RunFinishedOutcome = ev.RunFinishedInterruptOutcome(interrupts=interrupts)
+            every = {**pending, **{i.id: i for i in interrupts}}
+            outcome = ev.RunFinishedInterruptOutcome(interrupts=tuple(every.values()))
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return True
         if is_cancellation(exc) or isinstance(exc, KeyboardInterrupt | SystemExit):

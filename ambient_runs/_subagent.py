@@ -24,7 +24,13 @@ from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._emitters import ContentEmitters
 from ambient_runs._faces import Faces, SpecFaces
-from ambient_runs._outcomes import DEFAULT_POLICY, result_form, result_json, subagent_ending
+from ambient_runs._outcomes import (
+    DEFAULT_POLICY,
+    interrupts_of,
+    result_form,
+    result_json,
+    subagent_ending,
+)
 from ambient_runs._step import Step
 from ambient_runs.errors import (
     HandleClosedError,
@@ -476,6 +482,12 @@ class Subagent(Faces, Emitters):
             payload = result_form(result, self._spec.name)
             self._end(_subagent_finished(sid, payload), warn=False)
             return
+        interrupts = interrupts_of(exc)
+        if interrupts and self._pipeline is not None:
+            pending = self._pipeline.pending_interrupts
+            with self._pipeline.lock:
+                for interrupt in interrupts:
+                    pending.setdefault(interrupt.id, interrupt)
         pipeline = self._pipeline
         policy = pipeline.error_policy if pipeline is not None else DEFAULT_POLICY
         self._end(subagent_ending(sid, exc, policy), quietly=True, warn=False)

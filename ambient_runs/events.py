@@ -575,7 +575,9 @@ class Interrupt:
     """
     Why a run paused: the client must answer it in the next run's ``resume``.
 
-    Inside a subagent scope, `ambient_runs.interrupt` fills *subagent_run_id*.
+    `ambient_runs.interrupt` makes one with a fresh id for the ambient scope; an
+    interrupt raised (`Interrupted`) inside a subagent scope without a
+    *subagent_run_id* gets the invocation's id.
 
     .. versionadded:: 0.1.0
     """

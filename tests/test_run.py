@@ -486,7 +486,9 @@ class TestAccessors:
 
         assert run.is_resume
         assert (answer,) == run.resume
-        assert answer is run.resume_for("i-1")
+        resumption = run.resume_for("i-1")
+        assert resumption is not None
+        assert answer is resumption.entry
         assert None is run.resume_for("i-2")
 
 

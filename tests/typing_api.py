@@ -104,7 +104,7 @@ async def run_api() -> None:
         async with step:
             pass
         answer: str | None = await run.until_cancelled(write("draft", 2))
-        resumed: ev.ResumeEntry | None = run.resume_for("i-1")
+        resumed: ar.Resumption | None = run.resume_for("i-1")
         events: list[ev.BaseEvent] = run.events.drain()
         run.say(3)  # type: ignore[arg-type]
     del ambient_id, result_id, same, owner, answer, resumed, events

@@ -116,3 +116,55 @@ class TestSharedState:
             "error": "invalid state",
             "detail": ["$.state.owner: expected a string, got int"],
         } == run["errorPayload"]
+
+
+class TestInterruptsResumeAnywhere:
+    async def test_a_fresh_server_continues_the_suspended_invocation(self) -> None:
+        """Run 1 pauses in a subagent on one server; run 2, on another, continues it by id."""
+
+        async def agent(run: ar.Run) -> str:
+            for answer in run.resume:
+                found = run.resume_for(answer.interrupt_id)
+                assert found is not None
+                assert found.subagent_name is not None
+                with ar.subagent(found.subagent_name, id=found.subagent_run_id):
+                    ar.say(f"Booked: {found.payload['approved']}")
+                return "done"
+
+            @ar.subagent("booker")
+            def book() -> None:
+                ar.say("Shall I book it?")
+                raise ar.Interrupted(ar.interrupt("approval", message="Book the flight?"))
+
+            try:
+                book()
+            except ar.Interrupted:
+                ar.say("Waiting for you.")  # a caught interrupt: the run still pauses on it
+            return "asked"
+
+        first = await drive(AgentApp(agent), [{"input": {"threadId": THREAD, "runId": "p1"}}])
+        [paused] = first["runs"]
+        assert_clean(paused)
+        [pending] = first["pendingInterrupts"]
+        assert "approval" == pending["reason"]
+        end = paused["events"][-1]
+        assert ("RUN_FINISHED", "interrupt", "asked") == (
+            end["type"],
+            end["outcome"]["type"],
+            end["result"],
+        )
+
+        resume = [
+            {"interruptId": pending["id"], "status": "resolved", "payload": {"approved": True}}
+        ]
+        second = await drive(
+            AgentApp(agent),  # another app: no memory of the first run
+            [{"input": {"threadId": THREAD, "runId": "p2", "resume": resume}}],
+            initial_messages=first["messages"],
+        )
+        [resumed] = second["runs"]
+        assert_clean(resumed)
+        assert [] == second["pendingInterrupts"]
+        booker = [m for m in second["messages"] if m.get("subagentRunId")]
+        assert ["Shall I book it?", "Booked: True"] == [m["content"] for m in booker]
+        assert {"p1-sub-1"} == {m["subagentRunId"] for m in booker}
