@@ -15,7 +15,7 @@ spec and its own lifecycle: started, ended, its frame and its open handles.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import attrs
@@ -26,11 +26,13 @@ from ambient_runs._emitters import ContentEmitters
 from ambient_runs._faces import Faces, SpecFaces
 from ambient_runs._outcomes import (
     DEFAULT_POLICY,
+    Resumption,
     interrupts_of,
     result_form,
     result_json,
     subagent_ending,
 )
+from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
 from ambient_runs.errors import (
     HandleClosedError,
@@ -44,12 +46,14 @@ if TYPE_CHECKING:
     from typing import Self
 
     from ambient_runs._pipeline import Pipeline, Registry
+    from ambient_runs._run import Run
     from ambient_runs._scopes import Frame
 
 __all__ = ("Emitters", "Subagent", "SubagentSpec")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 _subagent_started = ev.unchecked(
     ev.SubagentStartedEvent,
@@ -231,6 +235,7 @@ class Subagent(Faces, Emitters):
         "_id",
         "_pipeline",
         "_registry",
+        "_run",
         "_spec",
         "_started",
         "_token",
@@ -271,6 +276,7 @@ class Subagent(Faces, Emitters):
         self._spec = spec
         self._id: str | None = spec.id
         self._pipeline: Pipeline | None = None
+        self._run: Run | None = None
         self._frame: Frame | None = None
         self._registry: Registry | None = None
         self._children: Registry = {}
@@ -343,6 +349,7 @@ class Subagent(Faces, Emitters):
             )
             return self._frame
         pipeline = self._pipeline = parent.pipeline
+        self._run = parent.run
         sid = self._id
         if sid is None:
             sid = self._id = pipeline.new_subagent_run_id()
@@ -406,6 +413,15 @@ class Subagent(Faces, Emitters):
             scopes = pipeline.scopes
             if scopes.get(self._id) is children:
                 del scopes[self._id]
+        token = self._token
+        # An explicit terminator inside the invocation's own `with` block: what
+        # follows in the block belongs to the enclosing scope again.
+        if (
+            token is not None
+            and _scopes.current() is self._frame
+            and _scopes.leave(token, self._frame, f"subagent {self.name!r}")
+        ):
+            self._token = None
         if not self._depth:  # no `with` block still needs the frame to leave it
             self._release()
 
@@ -497,6 +513,107 @@ class Subagent(Faces, Emitters):
 
     def _started_frame(self) -> Frame | None:
         return self._frame
+
+    # ------------------------------------------------------------------ the run, via the handle
+
+    @property
+    def run(self) -> Run:
+        """
+        The run this invocation belongs to: its input, state and cancellation.
+
+        Raises:
+            HandleClosedError: The invocation has not started (it has no run yet).
+        """
+        run = self._run
+        if run is None:
+            msg = f"subagent {self.name!r} has not started; enter it or call start() first"
+            raise HandleClosedError(msg)
+        return run
+
+    @property
+    def input(self) -> ev.RunAgentInput:
+        """The run's request (`Run.input`)."""
+        return self.run.input
+
+    @property
+    def thread_id(self) -> str:
+        """The conversation the run belongs to."""
+        return self.run.thread_id
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.run.run_id
+
+    @property
+    def messages(self) -> tuple[ev.Message, ...]:
+        """The run's conversation history (`Run.messages`)."""
+        return self.run.messages
+
+    def last_user_text(self) -> str | None:
+        """What the user said last, as text (`Run.last_user_text`)."""
+        return self.run.last_user_text()
+
+    @property
+    def tools(self) -> tuple[ev.Tool, ...]:
+        """Tools the client offers for this run."""
+        return self.run.tools
+
+    @property
+    def context(self) -> tuple[ev.Context, ...]:
+        """The run's context entries."""
+        return self.run.context
+
+    @property
+    def forwarded_props(self) -> Any:
+        """The run's passthrough properties."""
+        return self.run.forwarded_props
+
+    @property
+    def resume(self) -> tuple[ev.ResumeEntry, ...]:
+        """The client's answers to earlier interrupts (`Run.resume`)."""
+        return self.run.resume
+
+    def resume_for(self, interrupt_id: str) -> Resumption | None:
+        """The answer to interrupt *interrupt_id*, if the client sent one (`Run.resume_for`)."""
+        return self.run.resume_for(interrupt_id)
+
+    def state(self) -> Any:
+        """The run's state (`Run.state`)."""
+        return self.run.state()
+
+    def set_state(self, state: Any) -> None:
+        """Replace the run's state and publish the change, attributed to this invocation."""
+        set_state_in(self._emit_frame(), state)
+
+    def update_state(self, update: Callable[[Any], Any]) -> None:
+        """Change the run's state with *update* and publish, attributed to this invocation."""
+        update_state_in(self._emit_frame(), update)
+
+    def publish_state(self) -> None:
+        """Publish the run's state changes, attributed to this invocation."""
+        publish_state_in(self._emit_frame())
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the run has been cancelled (`Run.is_cancelled`)."""
+        return self.run.is_cancelled
+
+    def check_cancelled(self) -> None:
+        """Raise `RunCancelledError` once the run is cancelled (`Run.check_cancelled`)."""
+        self.run.check_cancelled()
+
+    async def cancelled(self) -> None:
+        """Wait until the run is cancelled."""
+        await self.run.cancelled()
+
+    async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
+        """Race *awaitable* against the run's cancellation (`Run.until_cancelled`)."""
+        return await self.run.until_cancelled(awaitable)
+
+    async def drain(self) -> None:
+        """Wait until the run's consumer has caught up (`Run.drain`)."""
+        await self.run.drain()
 
     # ------------------------------------------------------------------ explicit emitters
 
