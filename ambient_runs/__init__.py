@@ -39,6 +39,7 @@ from ambient_runs._emit import (
     think,
     tool_call,
     update_state,
+    usage,
     use,
 )
 from ambient_runs._outcomes import Interrupted, Resumption, interrupt
@@ -136,6 +137,7 @@ __all__ = [
     "to_wire",
     "tool_call",
     "update_state",
+    "usage",
     "use",
     "wrap",
 ]

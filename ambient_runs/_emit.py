@@ -27,6 +27,7 @@ from ambient_runs._scopes import require
 from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
 from ambient_runs._subagent import Subagent, SubagentSpec
+from ambient_runs._usage import usage_in
 
 __all__ = (
     "activity",
@@ -47,6 +48,7 @@ __all__ = (
     "think",
     "tool_call",
     "update_state",
+    "usage",
     "use",
 )
 
@@ -65,6 +67,48 @@ def say(text: str, *, id: str | None = None) -> str:
     """
     frame = _scopes.current() or require("say")
     return say_in(frame, text, id)
+
+
+def usage(
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    total_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+    cached_input_tokens: int | None = None,
+    cache_write_input_tokens: int | None = None,
+) -> ev.TokenUsage:
+    """
+    Record one model call's token usage in the ambient scope; return the `TokenUsage`.
+
+    The run sums every report per provider and model, its subagents' included, into
+    its terminal event's ``usage`` (``RUN_FINISHED``, ``RUN_ERROR``, a cancelled
+    finish). Each report also goes out at once as a ``CUSTOM`` event named
+    ``ambient_runs.usage``, attributed to the scope (its value the report's wire
+    form), which the OpenTelemetry adapter puts on that scope's span. Counts are
+    non-negative integers; a count left out is "not reported", never zero.
+
+    Raises:
+        NoActiveRunError: No run is ambient.
+        InvalidEventError: A count is not a non-negative int (a float, a bool, …).
+
+    .. versionadded:: 0.2.0
+    """
+    return usage_in(
+        require("usage"),
+        provider,
+        model,
+        {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": total_tokens,
+            "reasoning_tokens": reasoning_tokens,
+            "cached_input_tokens": cached_input_tokens,
+            "cache_write_input_tokens": cache_write_input_tokens,
+        },
+    )
 
 
 def think(text: str, *, id: str | None = None) -> str:

@@ -17,6 +17,7 @@ from ambient_runs import events as ev
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._foreign import coerce_event
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
+from ambient_runs._usage import usage_in
 from ambient_runs._wire import check_encodable
 from ambient_runs.errors import InvalidEventError
 
@@ -90,6 +91,33 @@ class ContentEmitters:
     ) -> ActivityHandle:
         """Publish an activity message: a snapshot now, deltas on each `ActivityHandle.update`."""
         return activity_in(self._emit_frame(), activity_type, content, id)
+
+    def usage(
+        self,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        total_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        cached_input_tokens: int | None = None,
+        cache_write_input_tokens: int | None = None,
+    ) -> ev.TokenUsage:
+        """Record one model call's token usage in this scope (see `ambient_runs.usage`)."""
+        return usage_in(
+            self._emit_frame(),
+            provider,
+            model,
+            {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": total_tokens,
+                "reasoning_tokens": reasoning_tokens,
+                "cached_input_tokens": cached_input_tokens,
+                "cache_write_input_tokens": cache_write_input_tokens,
+            },
+        )
 
     def current_subagent_id(self) -> str | None:
         """

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import math
 import urllib.parse
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 

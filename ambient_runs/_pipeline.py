@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ambient_runs import events as ev
 from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
+from ambient_runs._usage import UsageTotals
 from ambient_runs._wire import ENCODABLE, check_encodable
 from ambient_runs.errors import ProtocolError
 
@@ -134,6 +135,7 @@ class Pipeline:
         "scopes",
         "state",
         "terminal",
+        "usage",
     )
 
     def __init__(
@@ -174,6 +176,8 @@ class Pipeline:
         self.drain_hook: Callable[[], Awaitable[None]] | None = None
         #: The run's typed state and its publisher (``_state.RunState``).
         self.state = state
+        #: The token usage recorded in the run, summed per provider and model.
+        self.usage = UsageTotals()
 
     # ------------------------------------------------------------------ the path of an event
 

@@ -23,7 +23,6 @@ from ambient_runs._outcomes import (
     ErrorDescriber,
     ErrorPolicy,
     Resumption,
-    code_of,
     interrupts_of,
     is_cancellation,
     result_json,
@@ -455,6 +454,7 @@ class Run(Emitters):
             run_id=self.input.run_id,
             result=result,
             outcome=outcome,
+            usage=self.pipeline.usage.totals(),
         )
 
     def _close_and_send(self, finished: ev.RunFinishedEvent, *, quietly: bool) -> None:
@@ -483,7 +483,10 @@ class Run(Emitters):
             if pipeline.terminal is not None or (pipeline.finished and not late):
                 return
             try:
-                pipeline.finish(ev.RunErrorEvent(message=message, code=code), late=late)
+                usage = pipeline.usage.totals()
+                pipeline.finish(
+                    ev.RunErrorEvent(message=message, code=code, usage=usage), late=late
+                )
             except Exception:
                 _log.error(
                     "run %r: its RUN_ERROR failed in the transformers or the verifier; "

@@ -69,10 +69,13 @@ trace and span ids as hex, and by default ``RUN_STARTED.metadata["ambient_runs"]
 transformer the instrumentor adds to each run and removes once RUN_STARTED is through, so
 later events take the run's fast path.
 
-Token usage: today the protocol carries usage on the terminal event only, so it lands on the
-run span. When usage is recorded per scope (issue 13's ``usage(...)``), map its event in
-`_RunTrace.HANDLERS` to a handler that calls `usage_attributes` on the owner's span: the
-mapping from `TokenUsage` to attributes is that one function.
+Token usage: `ambient_runs.usage(...)` reports go out as ``CUSTOM`` events named
+``ambient_runs.usage``, attributed to the scope that made them; each one sets the
+``gen_ai.usage.*`` attributes of its owner's open invocation span to the sum of that
+invocation's own reports (a report of the parent agent, or of an invocation no longer
+open, counts on the run span only). The run span takes the run's totals from the terminal
+event's ``usage``, subagents included. The mapping from `TokenUsage` to attributes is
+`usage_attributes`.
 
 `AmbientRunsInstrumentor` follows the contrib convention (``BaseInstrumentor``'s behaviour,
 without depending on ``opentelemetry-instrumentation``): one instance per process,
@@ -110,7 +113,9 @@ import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
+from ambient_runs._usage import USAGE_EVENT
 from ambient_runs._version import __version__
+from ambient_runs._wire import wire_name
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -240,6 +245,7 @@ class _RunTrace:
         "thread_id",
         "tools",
         "tracer",
+        "usages",
     )
 
     HANDLERS: ClassVar[dict[type[ev.BaseEvent], Callable[[_RunTrace, Any], None]]]
@@ -259,6 +265,8 @@ class _RunTrace:
         self.contexts: dict[str | None, Any] = {}
         self.thread_id: str | None = None
         self.finalizer: Any = None
+        #: The usage reports of each open invocation: subagentRunId -> reports.
+        self.usages: dict[str, list[ev.TokenUsage]] = {}
 
     # ------------------------------------------------------------------ the run span
 
@@ -402,6 +410,7 @@ class _RunTrace:
         sid = event.subagent_run_id
         self.close_owned(sid)
         span = self.agents.pop(sid, None)
+        self.usages.pop(sid, None)
         if span is None:
             return
         attributes: dict[str, AttributeValue] = {}
@@ -420,6 +429,7 @@ class _RunTrace:
         sid = event.subagent_run_id
         self.close_owned(sid)
         span = self.agents.pop(sid, None)
+        self.usages.pop(sid, None)
         if span is None:
             return
         _fail(span, event.message, event.code)
@@ -469,6 +479,19 @@ class _RunTrace:
         if found is not None:
             _end(found[1], {"ambient_runs.tool_call.result": True})
 
+    def on_custom(self, event: ev.CustomEvent) -> None:
+        if event.name != USAGE_EVENT or not isinstance(event.value, dict):
+            return
+        owner = event.subagent_run_id
+        span = self.agents.get(owner) if owner is not None else None
+        if span is None or owner is None:
+            return  # the run's own: on the run span, through the terminal event's totals
+        value = event.value
+        report = ev.TokenUsage(**{name: value.get(wire_name(name)) for name in _REPORT_FIELDS})
+        reports = self.usages.setdefault(owner, [])
+        reports.append(report)
+        span.set_attributes(usage_attributes(reports))
+
     # ------------------------------------------------------------------ the tap
 
     def on_event(self, event: ev.BaseEvent) -> None:
@@ -492,6 +515,7 @@ class _RunTrace:
         for span in reversed(list(self.agents.values())):
             span.end()
         self.agents.clear()
+        self.usages.clear()
 
     def innermost(self, owner: str | None, step: str | None) -> Span | None:
         """The span of a frame's scope: its step's, else its owner's, else the run's."""
@@ -517,7 +541,10 @@ _RunTrace.HANDLERS = {
     ev.StepFinishedEvent: _RunTrace.on_step_finished,
     ev.ToolCallStartEvent: _RunTrace.on_tool_call_start,
     ev.ToolCallResultEvent: _RunTrace.on_tool_call_result,
+    ev.CustomEvent: _RunTrace.on_custom,
 }
+
+_REPORT_FIELDS = tuple(a.name for a in attrs.fields(ev.TokenUsage))
 
 
 def _abandon(trace_: _RunTrace) -> None:

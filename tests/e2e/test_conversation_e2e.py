@@ -168,3 +168,33 @@ class TestInterruptsResumeAnywhere:
         booker = [m for m in second["messages"] if m.get("subagentRunId")]
         assert ["Shall I book it?", "Booked: True"] == [m["content"] for m in booker]
         assert {"p1-sub-1"} == {m["subagentRunId"] for m in booker}
+
+
+class TestTokenUsage:
+    async def test_the_client_accepts_usage_reports_and_totals(self) -> None:
+        @ar.subagent("researcher")
+        async def research() -> None:
+            ar.usage(provider="openai", model="gpt-4o", input_tokens=120, output_tokens=30)
+            ar.say("found it")
+
+        async def agent(run: ar.Run) -> None:
+            await asyncio.gather(research(), research())
+            ar.usage(provider="openai", model="gpt-4o", output_tokens=5, total_tokens=5)
+
+        result = await drive(AgentApp(agent), [{"input": {"threadId": THREAD, "runId": "u1"}}])
+        [run] = result["runs"]
+        assert_clean(run)
+        customs = [e for e in run["appliedEvents"] if e["type"] == "CUSTOM"]
+        assert 3 == len(customs)
+        assert {"ambient_runs.usage"} == {e["name"] for e in customs}
+        end = run["events"][-1]
+        assert "RUN_FINISHED" == end["type"]
+        assert [
+            {
+                "provider": "openai",
+                "model": "gpt-4o",
+                "inputTokens": 240,
+                "outputTokens": 65,
+                "totalTokens": 5,
+            }
+        ] == end["usage"]

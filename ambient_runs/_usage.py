@@ -1,0 +1,80 @@
+"""
+Token usage: what `usage` records, and the run's sums per provider and model.
+
+`usage_in` checks one report (a `TokenUsage`), adds it to the run's totals and
+sends it, attributed to the scope that made the call, as a ``CUSTOM`` event
+named `USAGE_EVENT` (its value the report's wire form), so a tap such as the
+OpenTelemetry adapter can put it on that scope's span. The run's terminal event
+(``RUN_FINISHED``, ``RUN_ERROR``, a cancelled finish) carries the totals:
+one `TokenUsage` per (provider, model), in the order first reported, every
+count summed over the reports that gave it (a count no report gave stays absent).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ambient_runs import events as ev
+from ambient_runs._wire import to_wire
+
+if TYPE_CHECKING:
+    from ambient_runs._scopes import Frame
+
+__all__ = ("COUNTS", "USAGE_EVENT", "UsageTotals", "usage_in")
+
+#: The ``CUSTOM`` event name a usage report goes out under.
+USAGE_EVENT = "ambient_runs.usage"
+
+#: The count fields of a `TokenUsage`, in declaration order.
+COUNTS: tuple[str, ...] = tuple(
+    a.name for a in attrs.fields(ev.TokenUsage) if a.name not in ("provider", "model")
+)
+
+
+class UsageTotals:
+    """A run's token counts, summed per (provider, model); thread-safe."""
+
+    __slots__ = ("_lock", "_sums")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sums: dict[tuple[str | None, str | None], dict[str, int]] = {}
+
+    def add(self, usage: ev.TokenUsage) -> None:
+        """Add one report to its (provider, model)'s sums."""
+        with self._lock:
+            sums = self._sums.setdefault((usage.provider, usage.model), {})
+            for name in COUNTS:
+                count = getattr(usage, name)
+                if count is not None:
+                    sums[name] = sums.get(name, 0) + count
+
+    def totals(self) -> tuple[ev.TokenUsage, ...] | None:
+        """One `TokenUsage` per (provider, model), first reported first; None before any."""
+        with self._lock:
+            if not self._sums:
+                return None
+            return tuple(
+                ev.TokenUsage(provider=provider, model=model, **sums)
+                for (provider, model), sums in self._sums.items()
+            )
+
+
+def usage_in(
+    frame: Frame,
+    provider: str | None,
+    model: str | None,
+    counts: dict[str, int | None],
+) -> ev.TokenUsage:
+    """Record a usage report in *frame*'s scope (see the module docstring) and return it."""
+    report = ev.TokenUsage(provider=provider, model=model, **counts)
+    pipeline = frame.pipeline
+    with pipeline.lock:
+        pipeline.send(
+            ev.CustomEvent(name=USAGE_EVENT, value=to_wire(report), subagent_run_id=frame.owner)
+        )
+        pipeline.usage.add(report)
+    return report
