@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker, deep_copy_json
 from ambient_runs._wire import check_json, is_state_type, json_form, structure_state, wire_form
-from ambient_runs.errors import InvalidEventError
+from ambient_runs.errors import InvalidEventError, InvalidInputError
 
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
@@ -105,12 +105,18 @@ def initial_state(client: Any, default: Any, state_type: Any) -> RunState:
         raise TypeError(msg)
     if client is None:
         return RunState(default)
-    baseline = deep_copy_json(client)
-    if client == {} and default is not None:
-        return RunState(default, baseline)
-    if state_type is None:
-        return RunState(deep_copy_json(client), baseline)
-    return RunState(structure_state(client, state_type), baseline)
+    if type(client) is dict and not client and default is not None:
+        return RunState(default, {})
+    # One copy, so that the agent's changes never reach the input; the input's own
+    # state is the baseline, which the tracker copies when it first publishes.
+    try:
+        own = deep_copy_json(client)
+    except RecursionError:
+        msg = "invalid state"
+        raise InvalidInputError(msg, ["$.state: nesting exceeds the recursion limit"]) from None
+    if state_type is not None:
+        own = structure_state(own, state_type)
+    return RunState(own, client)
 
 
 class RunState:

@@ -156,6 +156,14 @@ class TestRefused:
             "$.state.doneCount: expected an integer, got str",
         } == set(caught.value.problems)
 
+    def test_a_state_nested_past_the_recursion_limit(self) -> None:
+        deep: Any = "x"
+        for _ in range(5000):
+            deep = {"k": deep}
+        with pytest.raises(ar.InvalidInputError) as caught:
+            ar.Run(make_input(state=deep))
+        assert ("$.state: nesting exceeds the recursion limit",) == caught.value.problems
+
     def test_pydantic_problems_are_located(self) -> None:
         with pytest.raises(ar.InvalidInputError) as caught:
             ar.Run(make_input(state={"name": "Ada", "age": "old"}), state_type=Profile)
