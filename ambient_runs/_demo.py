@@ -4,9 +4,11 @@ The demo behind ``python -m ambient_runs demo``: a scripted research agent.
 No network and no model: a planner splits a question into three angles, runs
 three researcher subagents concurrently (each reasons, calls tools, gets
 results and streams its findings, with small sleeps standing in for latency),
-records their findings in the shared state as they arrive, and writes the
-answer. The command prints the stream as a live tree, prints raw SSE frames
-(``--json``), or serves the agent as an AG-UI endpoint (``--serve``).
+records their findings in the shared state as they arrive (starting from the state
+the client sent: ``asked`` lists the thread's questions so far), reports each
+researcher's scripted token usage, and writes the answer. The command prints the
+stream as a live tree, prints raw SSE frames (``--json``), or serves the agent as an
+AG-UI endpoint (``--serve``).
 """
 
 from __future__ import annotations
@@ -120,6 +122,12 @@ def research_agent(pace: float = 1.0) -> Agent:
             read.result(angle.finding)
             with ar.message() as message:
                 await message.astream(_paced(_words(angle.finding), 0.02 * pace))
+            ar.usage(  # the scripted model's bill, summed into RUN_FINISHED.usage
+                provider="scripted",
+                model="demo-researcher",
+                input_tokens=40 * len(angle.pages),
+                output_tokens=len(_words(angle.thought)) + len(_words(angle.finding)),
+            )
 
             def record(state: dict[str, Any]) -> None:
                 state["findings"][angle.key] = angle.finding
@@ -132,10 +140,18 @@ def research_agent(pace: float = 1.0) -> Agent:
 
     async def planner(run: ar.Run) -> dict[str, Any]:
         question = run.last_user_text() or DEFAULT_QUESTION
+        held = run.state()  # the client's state: what earlier runs of the thread left
+        asked = held.get("asked", []) if isinstance(held, dict) else []
         with ar.step("plan"):
             ar.think("Three things decide this: efficiency, cost and emissions.")
             ar.set_state(
-                {"question": question, "status": "researching", "findings": {}, "sources": 0}
+                {
+                    "question": question,
+                    "asked": [*asked, question] if isinstance(asked, list) else [question],
+                    "status": "researching",
+                    "findings": {},
+                    "sources": 0,
+                }
             )
             ar.say("I'll look into efficiency, cost and emissions in parallel.")
         with ar.step("research"):
@@ -234,6 +250,12 @@ class TreePrinter:
             case ev.RunFinishedEvent():
                 outcome = "success" if event.outcome is None else event.outcome.type
                 print(self._paint(f"run finished: {outcome}", "1"), file=self.out, flush=True)
+                for used in event.usage or ():
+                    line = (
+                        f"tokens ({used.provider}/{used.model}): {used.input_tokens or 0} in, "
+                        f"{used.output_tokens or 0} out"
+                    )
+                    print(self._paint(line, "2"), file=self.out, flush=True)
             case ev.RunErrorEvent():
                 line = f"run failed: {event.message} ({event.code})"
                 print(self._paint(line, "1;31"), file=self.out, flush=True)

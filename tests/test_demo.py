@@ -48,7 +48,8 @@ class TestDemoTree:
         for n, angle in enumerate(("efficiency", "cost", "emissions"), 1):
             assert f"      researcher#{n}  started: Looks into {angle}" in lines
         assert any(line.startswith("  planner  says: Yes,") for line in lines)
-        assert "run finished: success" == lines[-2]
+        assert "run finished: success" == lines[-3]
+        assert "tokens (scripted/demo-researcher): 240 in, 101 out" == lines[-2]
         assert SUMMARY.match(lines[-1]), lines[-1]
 
     def test_indents_subagents_by_nesting(self) -> None:

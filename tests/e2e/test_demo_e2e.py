@@ -45,3 +45,26 @@ class TestDemoServed:
         answer = result["messages"][-1]
         assert (finished["result"]["answer"], "assistant") == (answer["content"], answer["role"])
         assert "subagentRunId" not in answer
+
+    async def test_a_second_run_starts_from_the_clients_state_and_reports_usage(self) -> None:
+        """The demo keeps what the client holds (``asked``) and bills each run's tokens."""
+        first = {"id": "u1", "role": "user", "content": "Heat pump or boiler?"}
+        second = {"id": "u2", "role": "user", "content": "And in a flat?"}
+        runs = [
+            {"input": {"threadId": "demo", "runId": "d1", "messages": [first]}},
+            {"input": {"threadId": "demo", "runId": "d2", "messages": [first, second]}},
+        ]
+        async with serving(AgentApp(research_agent(pace=0), keep_alive=15)) as url:
+            async with asyncio.timeout(60):
+                result = await aclient_run(url, runs, initial_state={"asked": ["Earlier?"]})
+
+        for run in result["runs"]:
+            assert (None, None, [], []) == (
+                run["error"],
+                run["runFailed"],
+                run["warnings"],
+                run["consoleErrors"],
+            )
+            [usage] = run["events"][-1]["usage"]
+            assert ("scripted", 240) == (usage["provider"], usage["inputTokens"])
+        assert ["Earlier?", "Heat pump or boiler?", "And in a flat?"] == result["state"]["asked"]
