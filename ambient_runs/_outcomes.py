@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._wire import json_form, wire_form
+from ambient_runs._wire import json_form
 from ambient_runs.errors import AgentError, ResultWarning, RunCancelledError, warn_at_user
 
 __all__ = (
@@ -373,62 +372,16 @@ def result_form(result: Any, name: str) -> Any:
         return None
     try:
         return json_form(result)
-    except ValueError:
-        where = _non_json(result)
-        kind = type(result).__name__
-        what = (
-            ("an " if kind[0] in "aeiouAEIOU" else "a ")
-            + kind
-            + (f", whose {where}," if where else "")
-        )
+    except ValueError as error:
         warn_at_user(
-            f"subagent {name!r} returned {what} which has no JSON form; SUBAGENT_FINISHED "
-            "carries no result. Return JSON values (dict with str keys, list, str, int, finite "
-            "float, bool, None), attrs instances, dataclasses, pydantic models or a type given "
-            "register_json_form(): convert that value, or call finish_with() with a JSON form "
-            "yourself.",
+            f"subagent {name!r} returned a value with no JSON form, so SUBAGENT_FINISHED carries "
+            f"no result ({error}). Return JSON values (dict with str keys, list, str, int, "
+            "finite float, bool, None), attrs instances, dataclasses, pydantic models or a type "
+            "given register_json_form(): convert that value, or call finish_with() with a JSON "
+            "form yourself.",
             ResultWarning,
         )
         return None
-
-
-def _non_json(value: Any) -> str | None:
-    """
-    Name the first part of *value*'s wire form that JSON cannot hold, e.g. ``result['a'][2] is
-    a set``; None when nothing in particular is (the value itself has no wire form).
-
-    Iterative, so a deep value cannot exhaust the stack.
-    """
-    try:
-        wire = wire_form(value)
-    except Exception:
-        return None
-    stack: list[tuple[Any, str]] = [(wire, "result")]
-    while stack:
-        item, path = stack.pop()
-        kind = type(item)
-        if item is None or kind in (str, int, bool):
-            continue
-        if kind is float:
-            if math.isfinite(item):
-                continue
-            return f"{path} is {item!r}"
-        if kind is dict:
-            for key, member in reversed(list(item.items())):
-                if type(key) is not str:
-                    return f"{path} has a {type(key).__name__} key {key!r}"
-                stack.append((member, f"{path}[{key!r}]"))
-            continue
-        if kind in (list, tuple):
-            stack.extend((member, f"{path}[{n}]") for n, member in reversed(list(enumerate(item))))
-            continue
-        return f"{path} is {_a(kind.__name__)}"
-    return None
-
-
-def _a(noun: str) -> str:
-    """*noun* with its indefinite article: ``a dict``, ``an object``."""
-    return ("an " if noun[:1] in tuple("aeiouAEIOU") else "a ") + noun
 
 
 def result_json(value: Any) -> Any:

@@ -681,8 +681,8 @@ def _form_of_type(tv: type[Any]) -> Callable[[Any], Any]:
 
     def refuse(value: Any) -> Any:
         msg = (
-            f"is a {tv.__name__}, which has no JSON form; convert it, or give {tv.__name__} "
-            "one with ambient_runs.register_json_form"
+            f"is {_article(tv.__name__)} {tv.__name__}, which has no JSON form; convert it, "
+            f"or give {tv.__name__} one with ambient_runs.register_json_form"
         )
         raise _NoForm(msg)
 
@@ -1386,3 +1386,8 @@ def from_wire(data: object) -> Any:
             msg, [f"$.type: expected one of the 31 AG-UI event types, got {kind!r}"]
         )
     return _structure(data, cls, f"invalid {kind} event")
+
+
+def _article(noun: str) -> str:
+    """The indefinite article for *noun*: ``an Opaque``, ``a set``."""
+    return "an" if noun[:1] in tuple("aeiouAEIOU") else "a"

@@ -132,11 +132,11 @@ class TestResultWarning:
         [
             (
                 {"sources": [1, Opaque()]},
-                "returned a dict, whose result['sources'][1] is an Opaque, which has no JSON form",
+                "$.sources[1] is an Opaque, which has no JSON form",
             ),
-            ([1.5, float("nan")], "returned a list, whose result[1] is nan, which"),
-            ({"k": {"inner": object()}}, "whose result['k']['inner'] is an object, which"),
-            (Opaque(), "returned an Opaque, whose result is an Opaque, which"),
+            ([1.5, float("nan")], "$[1] is nan, which is not a JSON number"),
+            ({"k": {"inner": object()}}, "$.k.inner is an object, which has no JSON form"),
+            (Opaque(), "$ is an Opaque, which has no JSON form"),
         ],
     )
     async def test_names_the_field_without_a_json_form(self, result: Any, expected: str) -> None:
