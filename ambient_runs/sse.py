@@ -196,14 +196,7 @@ async def _frames(
         _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
         yield _error_frame(error, policy)
     finally:
-        if pending is not None:
-            pending.cancel()
-            await asyncio.wait((pending,))
-            if not pending.cancelled():
-                pending.exception()  # the stream is being closed; nobody wants it now
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        await _close(pending, events)
 
 
 _Take: TypeAlias = Callable[[], Coroutine[Any, Any, list[ev.BaseEvent]]]
@@ -263,14 +256,7 @@ async def _batches(
         _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
         yield _error_frame(error, policy)
     finally:
-        if pending is not None:
-            pending.cancel()
-            await asyncio.wait((pending,))
-            if not pending.cancelled():
-                pending.exception()  # the stream is being closed; nobody wants it now
-        close = getattr(source, "aclose", None)
-        if close is not None:
-            await close()
+        await _close(pending, source)
 
 
 def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:
@@ -284,6 +270,18 @@ def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:
 
 
 _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
+
+
+async def _close(pending: asyncio.Task[Any] | None, events: object) -> None:
+    """Cancel the wait for the next event, if one is pending, then close *events*."""
+    if pending is not None:
+        pending.cancel()
+        await asyncio.wait((pending,))
+        if not pending.cancelled():
+            pending.exception()  # the stream is being closed; nobody wants it now
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _error_frame(error: Exception, policy: ErrorPolicy) -> bytes:
