@@ -681,13 +681,19 @@ def items():
         ar.say("cleanup")
 
 
-@ar.step("gen-step")
-def steps():
-    yield 1
+def steps(i):
+    # A name per abandoned step: a step waits for the collector to end it, and the
+    # collector's timing is not ours, so two live "gen-step"s of the same owner would
+    # (rightly) be refused as a duplicate active step.
+    @ar.step(f"gen-step-{i}")
+    def body():
+        yield 1
+
+    return body()
 
 
-def abandon(make):
-    it = make()
+def abandon(make, *args):
+    it = make(*args)
     next(it)
     cycle = [it]
     cycle.append(cycle)  # only the cycle collector can free it
@@ -701,7 +707,7 @@ def batch(rounds, audit):
                 sys.setprofile(profile)
             for i in range(40):
                 abandon(items)
-                abandon(steps)
+                abandon(steps, i)
                 for var in USER_VARS:  # user code inside ContextVar.set, collections meanwhile
                     var.set(i)
             gc.collect()
