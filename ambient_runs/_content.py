@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker
-from ambient_runs._state import operations, tracked_change
+from ambient_runs._state import operations, send_tracked, tracked_change
 from ambient_runs._wire import check_encodable, json_form, lone_surrogate
 from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
 
@@ -392,24 +392,22 @@ class ActivityHandle(Handle):
             if change is None:
                 return
             kind, payload = change
+            event: ev.BaseEvent
             if kind == "snapshot":
-                send(
-                    ev.ActivitySnapshotEvent(
-                        message_id=self.id,
-                        activity_type=self.activity_type,
-                        content=payload,
-                        subagent_run_id=owner,
-                    )
+                event = ev.ActivitySnapshotEvent(
+                    message_id=self.id,
+                    activity_type=self.activity_type,
+                    content=payload,
+                    subagent_run_id=owner,
                 )
             else:
-                send(
-                    ev.ActivityDeltaEvent(
-                        message_id=self.id,
-                        activity_type=self.activity_type,
-                        patch=operations(payload),
-                        subagent_run_id=owner,
-                    )
+                event = ev.ActivityDeltaEvent(
+                    message_id=self.id,
+                    activity_type=self.activity_type,
+                    patch=operations(payload),
+                    subagent_run_id=owner,
                 )
+            send_tracked(self.tracker, send, event)
 
     def end(self) -> None:
         """Stop updating the activity (nothing is sent)."""

@@ -18,7 +18,7 @@ from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle
 from ambient_runs._foreign import coerce_event
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
 from ambient_runs._usage import usage_in
-from ambient_runs._wire import check_encodable
+from ambient_runs._wire import check_encodable, refuse_reserved_metadata
 from ambient_runs.errors import InvalidEventError
 
 if TYPE_CHECKING:
@@ -213,6 +213,7 @@ def emit_in(frame: Frame, raw: object) -> None:
         raise lifecycle_refused(type(event), "emit()")
     if event is raw:  # built by the caller, who may have altered it: build it again, checked
         event = revalidated(event)
+    refuse_reserved_metadata(getattr(event, "metadata", None), type(event).__name__)
     owner = frame.owner
     if owner is not None and type(event) in ev.ATTRIBUTABLE and event.subagent_run_id is None:  # type: ignore[attr-defined]
         event = attrs.evolve(cast(Any, event), subagent_run_id=owner)

@@ -19,7 +19,7 @@ import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._wire import json_form
+from ambient_runs._wire import json_form, refuse_reserved_metadata
 from ambient_runs.errors import AgentError, ResultWarning, RunCancelledError, warn_at_user
 
 __all__ = (
@@ -110,6 +110,7 @@ def interrupt(
     .. versionadded:: 0.2.0
     """
     frame = _scopes.require("interrupt")
+    refuse_reserved_metadata(metadata, "Interrupt")
     base = frame.pipeline.new_interrupt_id()
     owner = frame.owner
     name = frame.subagent.name if frame.subagent is not None else None

@@ -196,8 +196,11 @@ class Run(Emitters):
             from ambient_runs.verify import Verifier
 
             # A resumed run may answer calls of earlier runs (TOOL_CALL_RESULT
-            # against the original toolCallId): tell the verifier they exist.
-            verifier = Verifier(known_tool_call_ids=_tool_call_ids(input.messages))
+            # against the original toolCallId): tell the verifier they exist, and
+            # what the client holds (a tool call may not belong to its user's message).
+            verifier = Verifier(
+                known_tool_call_ids=_tool_call_ids(input.messages), history=input.messages
+            )
         self._verifier = verifier
         self._state = initial_state(input.state, state, state_type)
         #: The run's event pipeline (``ambient_runs._pipeline.Pipeline``): ids, lock,

@@ -24,6 +24,7 @@ __all__ = (
     "initial_state",
     "operations",
     "publish_state_in",
+    "send_tracked",
     "set_state_in",
     "tracked_change",
     "update_state_in",
@@ -119,6 +120,22 @@ def initial_state(client: Any, default: Any, state_type: Any) -> RunState:
     return RunState(own, client)
 
 
+def send_tracked(tracker: StateTracker, send: Callable[[Any], None], event: ev.BaseEvent) -> None:
+    """
+    Send the event of a tracked change; when it is refused, forget the change.
+
+    The tracker already counts the change as published. A refused event (a
+    value the pipeline's checks reject, a run that has finished) never reached
+    the client, so the tracker is reset: the next publish is a snapshot, never
+    a delta against something the client does not hold.
+    """
+    try:
+        send(event)
+    except BaseException:
+        tracker.reset()
+        raise
+
+
 class RunState:
     """
     A run's typed state and what was last published of it.
@@ -159,7 +176,7 @@ class RunState:
                 )
             else:
                 event = ev.StateDeltaEvent(delta=operations(payload), subagent_run_id=frame.owner)
-            pipeline.send(event)
+            send_tracked(self._tracker, pipeline.send, event)
 
 
 def set_state_in(frame: Frame, value: Any) -> None:

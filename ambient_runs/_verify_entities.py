@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "MISSING",
+    "NOT_ASSISTANT",
     "REASONING_MESSAGE",
     "REASONING_SPAN",
     "TEXT",
@@ -51,6 +52,7 @@ __all__ = (
     "Entities",
     "Group",
     "Kind",
+    "Messages",
     "Missing",
     "Owned",
     "Steps",
@@ -318,10 +320,57 @@ class Entities(Group):
             self.owned.own(owner, self.kind.label, eid)
 
 
+#: The roles a tool call's parent message may not have (the client then makes a new one).
+NOT_ASSISTANT: Final = frozenset({"developer", "system", "tool", "user"})
+
+
+class Messages(Entities):
+    """
+    Text or reasoning messages, which strict mode keeps apart from activities.
+
+    An id an activity holds cannot open one (the client would drop the message's
+    events); the roles of text messages that are not the assistant's are kept,
+    so a tool call cannot name one as its parent (`ToolCalls`).
+    """
+
+    __slots__ = ("activities", "roles")
+
+    def __init__(
+        self,
+        kind: Kind,
+        owners: dict[str, Owner],
+        owned: Owned,
+        lanes: Lanes,
+        *,
+        strict: bool,
+        activities: dict[str, Owner],
+        roles: dict[str, str],
+    ) -> None:
+        super().__init__(kind, owners, owned, lanes, strict=strict)
+        self.activities = activities  # the activity owners on record
+        self.roles = roles  # id -> role, for the messages that are not the assistant's
+
+    def open_problem(
+        self, eid: str, tag: Owner, parent: str | None, etype: str
+    ) -> Violation | None:
+        found = super().open_problem(eid, tag, parent, etype)
+        if found is None and self.strict and eid in self.activities:
+            return Rule.MESSAGE_ID_KIND_CLASH(
+                etype, (eid,), etype=etype, mid=eid, other="an activity", what=self.kind.label
+            )
+        return found
+
+    def apply_open(self, event: Any) -> None:
+        super().apply_open(event)
+        role = getattr(event, "role", None)
+        if role in NOT_ASSISTANT and self.strict:
+            self.roles[event.message_id] = role
+
+
 class ToolCalls(Entities):
     """Tool calls: their owner may come from their parent message, and results answer them."""
 
-    __slots__ = ("known", "messages")
+    __slots__ = ("_history_roles", "history", "known", "messages", "roles")
 
     def __init__(
         self,
@@ -332,6 +381,8 @@ class ToolCalls(Entities):
         *,
         strict: bool,
         known: frozenset[str],
+        roles: dict[str, str],
+        history: Sequence[ev.Message] = (),
     ) -> None:
         self.owned, self.lanes, self.strict = owned, lanes, strict
         self.kind = kind = TOOL_CALL
@@ -341,6 +392,9 @@ class ToolCalls(Entities):
         self.lane_owners = lanes.by_owner
         self.messages = messages  # the message owners on record, for parent messages
         self.known = known  # tool calls made before the stream
+        self.roles = roles  # strict: the roles of messages that are not the assistant's
+        self.history = history  # strict: the messages the client held before the stream
+        self._history_roles: dict[str, str] | None = None  # built from it when first needed
 
     def on_continue(self, event: Any) -> Found:
         """Check a TOOL_CALL_ARGS: `Entities.on_continue` with the tool call's id."""
@@ -367,6 +421,10 @@ class ToolCalls(Entities):
             return Rule.TOOL_CALL_ALREADY_OPEN(etype, (eid,), eid=eid)
         inherited: Owner | Missing = MISSING
         if parent is not None:
+            role = self.parent_role(parent)
+            if role is not None:
+                ids = (eid, parent)
+                return Rule.TOOL_CALL_PARENT_ROLE(etype, ids, tid=eid, parent=parent, role=role)
             inherited = self.messages.get(parent, MISSING)
             if inherited is not MISSING and tag is not None and tag != inherited:
                 conflict = (
@@ -385,6 +443,19 @@ class ToolCalls(Entities):
                 )
                 return Rule.TOOL_CALL_PARENT_OWNER(etype, (eid, str(parent)), conflict=conflict)
         return None
+
+    def parent_role(self, parent: str) -> str | None:
+        """Strict: the role of message *parent* when it is not the assistant's, else None."""
+        role = self.roles.get(parent)
+        if role is None and self.history and parent not in self.messages:
+            # A message the client held before the stream (the input's, not echoed):
+            # indexed on the first tool call that names one, never per run.
+            if self._history_roles is None:
+                self._history_roles = {
+                    m.id: m.role for m in self.history if m.role in NOT_ASSISTANT
+                }
+            role = self._history_roles.get(parent)
+        return role
 
     def open(self, eid: str, tag: Owner, parent: str | None) -> bool:
         owner = self.owners.get(eid, MISSING)
@@ -419,6 +490,8 @@ class ToolCalls(Entities):
     def apply_result(self, event: ev.ToolCallResultEvent) -> None:
         # The result mints a tool message under its own tag; the newest mint wins.
         self.messages[event.message_id] = event.subagent_run_id
+        if self.strict:
+            self.roles[event.message_id] = "tool"
 
 
 class Steps(Group):
@@ -515,6 +588,10 @@ class Subagents(Group):
         self.closed.clear()
         self.suspended.clear()
 
+    def started(self, sid: str) -> bool:
+        """Whether subagent *sid* has started in this run (it may have ended since)."""
+        return sid in self.active or sid in self.closed
+
     # The scope hot path (every subagent invocation starts and ends one): the
     # generic handlers, inlined. SUBAGENT_STARTED is also the one opener that
     # closes no chunk lane: its subagentRunId names the new subagent, not an
@@ -596,6 +673,11 @@ class Subagents(Group):
                     )
                 else:
                     raised[interrupt.id] = interrupt.subagent_run_id
+                sid = interrupt.subagent_run_id
+                if sid is not None and not self.started(sid):
+                    yield Rule.INTERRUPT_SUBAGENT_UNKNOWN(
+                        "RUN_FINISHED", (interrupt.id, sid), iid=interrupt.id, sid=sid
+                    )
         if not self.suspended:
             return
         if not interrupting:

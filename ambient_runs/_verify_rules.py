@@ -328,6 +328,31 @@ class Rule(enum.Enum):
         "raised itself.",
         False,
     )
+    INTERRUPT_SUBAGENT_UNKNOWN = (
+        "interrupt-subagent-unknown",
+        "An interrupt of the outcome names a subagentRunId not started in this run.",
+        "Cannot send 'RUN_FINISHED': interrupt '{iid}' names subagent '{sid}', which was not "
+        "started in this run. Attribute the interrupt to a subagent of this run, or omit its "
+        "subagentRunId.",
+        False,
+    )
+    TOOL_CALL_PARENT_ROLE = (
+        "tool-call-parent-role",
+        "TOOL_CALL_START's parentMessageId names a user, system, developer or tool message.",
+        "Cannot send 'TOOL_CALL_START' for tool call '{tid}': parentMessageId '{parent}' names a "
+        "{role} message, and a tool call belongs to an assistant message. Name the assistant "
+        "message that carries the call, or omit parentMessageId.",
+        False,
+    )
+    MESSAGE_ID_KIND_CLASH = (
+        "message-id-kind-clash",
+        "An activity and a text or reasoning message share a message id (ids are unique across "
+        "kinds).",
+        "Cannot send '{etype}' for message '{mid}': that id already names {other} in this run. "
+        "Message ids are unique across activity, text and reasoning messages; give the {what} "
+        "its own id.",
+        False,
+    )
 
 
 #: Every rule id `Verifier` reports, and what it checks.

@@ -63,6 +63,7 @@ __all__ = (
     "parse_input",
     "parse_input_json",
     "problem_count",
+    "refuse_reserved_metadata",
     "register_json_form",
     "structure_state",
     "to_wire",
@@ -438,9 +439,90 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 #: ``lone_surrogate(text)``: the first lone surrogate of *text* (a match), or None.
 lone_surrogate = _SURROGATE.search
 
+
+def refuse_reserved_metadata(metadata: object, what: str) -> None:
+    """
+    Refuse user metadata that holds the key the protocol reserves (``ag-ui``).
+
+    The official SDKs keep ``metadata["ag-ui"]`` for the protocol's own data, so
+    what an agent puts there could be misread, or overwritten, by the client.
+
+    Raises:
+        InvalidEventError: *metadata* is a dict with the ``ag-ui`` key.
+    """
+    if type(metadata) is dict and ev.AGUI_METADATA_KEY in metadata:
+        msg = (
+            f"{what}.metadata holds the key {ev.AGUI_METADATA_KEY!r}, which AG-UI reserves "
+            "for the protocol; put your data under a key of your own"
+        )
+        raise InvalidEventError(msg)
+
+
+#: A run of digits as long as the shortest integer past JavaScript's safe range.
+_LONG_DIGITS = re.compile(rb"[0-9]{%d,}" % len(str(ev.MAX_SAFE_INTEGER + 1)))
+
+
+def _unsafe_integer(value: Any, path: str = "") -> tuple[str, int] | None:
+    """The JSON pointer and value of the first int in *value* beyond ±(2^53-1), or None."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        kind = type(item)
+        if kind is int:
+            if not -ev.MAX_SAFE_INTEGER <= item <= ev.MAX_SAFE_INTEGER:
+                return where or "/", item
+        elif kind is dict:
+            escape = _pointer_escape
+            stack.extend((f"{where}/{escape(str(k))}", v) for k, v in reversed(item.items()))
+        elif kind is list:
+            stack.extend((f"{where}/{i}", v) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def _pointer_escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _safe_integers_factory(cls: type[Any]) -> Callable[[Any], object]:
+    """
+    The encodability check of a state or activity event: `_encode_bare`, and safe integers.
+
+    A JavaScript client parses every number as a double, so an integer beyond
+    ±(2^53-1) in state or activity content arrives silently rounded. The encoded
+    text is searched for a run of 16 digits (C speed); only then is the payload
+    walked, to tell an integer from digits inside a string or a float.
+    """
+    name = cls.__name__
+
+    def encodable(obj: Any) -> None:
+        if _LONG_DIGITS.search(_encode_bare(obj)) is None:
+            return
+        found = _unsafe_integer(to_wire(obj))
+        if found is not None:
+            where, value = found
+            msg = (
+                f"{name} holds the integer {value} at {where}, beyond JavaScript's safe "
+                f"integers (±{ev.MAX_SAFE_INTEGER}): a JavaScript client would round it "
+                "silently. Send it as a string (or as a float, if rounding is acceptable)."
+            )
+            raise InvalidEventError(msg)
+
+    encodable.__name__ = encodable.__qualname__ = f"encodable_{name}"
+    return encodable
+
+
+#: The events whose JSON payload a client keeps as data: state and activity content.
+_SAFE_INTEGERS = (
+    ev.StateSnapshotEvent,
+    ev.StateDeltaEvent,
+    ev.ActivitySnapshotEvent,
+    ev.ActivityDeltaEvent,
+)
+
 #: The encodability check of every event class (see `check_encodable`), by exact class.
 ENCODABLE: dict[type[Any], Callable[[Any], object]] = {
-    cls: _encodable_factory(cls) for cls in ev.EVENT_CLASSES.values()
+    cls: _safe_integers_factory(cls) if cls in _SAFE_INTEGERS else _encodable_factory(cls)
+    for cls in ev.EVENT_CLASSES.values()
 }
 
 
@@ -453,7 +535,8 @@ def check_encodable(obj: Any) -> None:
     infinity, a set or any other object in ``CUSTOM.value``, ``RAW.event`` or
     metadata) is refused at the emitting call and never enters the stream.
     For string-only events it costs a few flag checks (see `ENCODABLE`); any
-    other event is encoded once and the text dropped.
+    other event is encoded once and the text dropped. State and activity events
+    must also hold no integer beyond ±(2^53-1), which a JavaScript client rounds.
     """
     ENCODABLE.get(type(obj), _encode_bare)(obj)
 

@@ -65,6 +65,9 @@ T = TypeVar("T")
 #: Largest magnitude of a timestamp and of a token count (JavaScript's safe integers).
 MAX_SAFE_INTEGER = 2**53 - 1
 
+#: The metadata key the protocol reserves for itself (the official ``AGUI_METADATA_KEY``).
+AGUI_METADATA_KEY = "ag-ui"
+
 JSON: TypeAlias = Any
 """Any JSON value: dict, list, str, int, float, bool or None. Checked when encoded."""
 

@@ -37,6 +37,16 @@ client leaves unchecked; those violations have ``client_checked=False``:
   must name an interrupt of that outcome which the subagent raised itself
   (``Interrupt.subagentRunId`` equal to its id). A run ending in RUN_ERROR is
   not checked.
+- ``interrupt-subagent-unknown``: an interrupt's ``subagentRunId`` names a
+  subagent started in this run (a UI would place it under a lane that never
+  existed).
+- ``tool-call-parent-role``: TOOL_CALL_START's ``parentMessageId`` must not
+  name a user, system, developer or tool message (from the input, a
+  MESSAGES_SNAPSHOT, a TEXT_MESSAGE_START's ``role`` or a TOOL_CALL_RESULT):
+  the client would warn and put the call in a new assistant message instead.
+- ``message-id-kind-clash``: an activity and a text or reasoning message never
+  share an id, in either order; the client drops the text's events, or lets an
+  activity snapshot overwrite the message.
 
 Chunk events (``*_CHUNK``) are checked as the client expands them, in both
 modes: the library never emits them, but users can emit raw ones. One
@@ -70,16 +80,18 @@ handler.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from ambient_runs import events as ev
 from ambient_runs._verify_entities import (
     MISSING,
+    NOT_ASSISTANT,
     REASONING_MESSAGE,
     REASONING_SPAN,
     TEXT,
     Entities,
+    Messages,
     Owned,
     Steps,
     Subagents,
@@ -173,11 +185,21 @@ class Verifier:
         known_tool_call_ids: Tool calls made before this stream (for example in
             the input's messages), which TOOL_CALL_RESULT may answer in any run
             without restreaming them. Only used by *strict*.
+        history: The messages the client holds before this stream (a run's
+            input messages, when RUN_STARTED does not echo them): a tool call
+            may not name one of its user, system, developer or tool messages as
+            its parent. Only used by *strict*.
 
     .. versionadded:: 0.1.0
     """
 
-    def __init__(self, *, strict: bool = True, known_tool_call_ids: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        known_tool_call_ids: Iterable[str] = (),
+        history: Sequence[ev.Message] = (),
+    ) -> None:
         self._strict = strict
         self._life = _Lifecycle.NEW
 
@@ -186,10 +208,21 @@ class Verifier:
         self._tool_owner: dict[str, Owner] = {}
         self._reasoning_owner: dict[str, Owner] = {}
         self._activity_owner: dict[str, Owner] = {}
+        # Per run, strict: the roles of the messages that are not the assistant's.
+        self._roles: dict[str, str] = {}
         # Per run: what is open, by group; in strict mode, by owning subagent too.
         self._owned = owned = Owned()
         self._lanes = lanes = Lanes()  # the chunk stage; its lanes close at every run boundary
-        self._text = Entities(TEXT, self._message_owner, owned, lanes, strict=strict)
+        activities, roles = self._activity_owner, self._roles
+        self._text = Messages(
+            TEXT,
+            self._message_owner,
+            owned,
+            lanes,
+            strict=strict,
+            activities=activities,
+            roles=roles,
+        )
         self._tools = ToolCalls(
             self._tool_owner,
             self._message_owner,
@@ -197,10 +230,18 @@ class Verifier:
             lanes,
             strict=strict,
             known=frozenset(known_tool_call_ids),
+            roles=roles,
+            history=history,
         )
         self._spans = Entities(REASONING_SPAN, self._reasoning_owner, owned, lanes, strict=strict)
-        self._rmsgs = Entities(
-            REASONING_MESSAGE, self._reasoning_owner, owned, lanes, strict=strict
+        self._rmsgs = Messages(
+            REASONING_MESSAGE,
+            self._reasoning_owner,
+            owned,
+            lanes,
+            strict=strict,
+            activities=activities,
+            roles=roles,
         )
         lanes.route(text=self._text, tools=self._tools, reasoning=self._rmsgs)
         self._steps = Steps(owned, lanes, strict=strict)
@@ -374,6 +415,7 @@ class Verifier:
             self._tool_owner,
             self._reasoning_owner,
             self._activity_owner,
+            self._roles,
             self._owned,
         ):
             records.clear()
@@ -460,6 +502,11 @@ class Verifier:
             owner = message.subagent_run_id
             if authoritative or message.id not in bucket:
                 bucket[message.id] = owner
+                if self._strict and bucket is self._message_owner:
+                    if message.role in NOT_ASSISTANT:
+                        self._roles[message.id] = message.role
+                    else:
+                        self._roles.pop(message.id, None)
             if isinstance(message, ev.AssistantMessage) and message.tool_calls:
                 for call in message.tool_calls:
                     if authoritative or call.id not in self._tool_owner:
@@ -467,11 +514,19 @@ class Verifier:
 
     def _on_activity_snapshot(self, event: ev.ActivitySnapshotEvent) -> Found:
         mid = event.message_id
+        if self._strict:
+            found = self._kind_clash(event)
+            if found:
+                return found
         if event.replace is not False or mid not in self._activity_owner:
             self._activity_owner[mid] = event.subagent_run_id
         return OK
 
     def _check_activity(self, event: ev.ActivityDeltaEvent) -> Found:
+        if self._strict:
+            found = self._kind_clash(event)
+            if found:
+                return found
         tag = event.subagent_run_id
         if tag is None:
             return OK
@@ -480,6 +535,22 @@ class Verifier:
         if owner is MISSING or owner == tag:
             return OK
         return (mismatch("ACTIVITY_DELTA", "ACTIVITY_DELTA", tag, owner, "activity", mid),)
+
+    def _kind_clash(self, event: ev.ActivitySnapshotEvent | ev.ActivityDeltaEvent) -> Found:
+        """Strict: an activity may not take the id of a text or reasoning message."""
+        mid = event.message_id
+        if mid in self._message_owner:
+            other = "a message"
+        elif mid in self._reasoning_owner:
+            other = "a reasoning message"
+        else:
+            return OK
+        etype = event.TYPE.value
+        return (
+            Rule.MESSAGE_ID_KIND_CLASH(
+                etype, (mid,), etype=etype, mid=mid, other=other, what="activity"
+            ),
+        )
 
     def _check_encrypted(self, event: ev.ReasoningEncryptedValueEvent) -> Found:
         tag = event.subagent_run_id

@@ -582,6 +582,134 @@ class TestUnencodableValues:
         assert_valid(events)
 
 
+UNSAFE = 2**53  # the smallest integer a JavaScript client cannot hold exactly
+
+
+def _activity_update() -> None:
+    handle = ar.activity("progress", {"done": 1})
+    handle.update({"done": -UNSAFE})
+
+
+MISREAD: dict[str, Callable[[], object]] = {
+    "set_state": lambda: ar.set_state({"deep": [{"n": UNSAFE}]}),
+    "set_state negative": lambda: ar.set_state({"n": -(2**64)}),
+    "activity": lambda: ar.activity("progress", {"n": UNSAFE}),
+    "activity update": _activity_update,
+    "emit STATE_SNAPSHOT": lambda: ar.emit(ev.StateSnapshotEvent(snapshot=UNSAFE)),
+    "emit STATE_DELTA": lambda: ar.emit(
+        {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/n", "value": UNSAFE}]}
+    ),
+    "reserved metadata key": lambda: ar.emit(
+        ev.CustomEvent(name="x", value=1, metadata={"ag-ui": {"mine": True}})
+    ),
+    "reserved metadata key, wire dict": lambda: ar.emit(
+        {"type": "CUSTOM", "name": "x", "value": 1, "metadata": {"ag-ui": 1}}
+    ),
+    "reserved metadata key, interrupt": lambda: ar.interrupt("ask", metadata={"ag-ui": 1}),
+}
+
+
+class TestValuesAClientWouldMisread:
+    """Issue 11 item 14: integers past 2^53 in state or activity, and the reserved metadata key."""
+
+    @pytest.mark.parametrize("call", list(MISREAD), ids=list(MISREAD))
+    async def test_refused_at_the_call_and_nothing_enters_the_stream(self, call: str) -> None:
+        refused: list[InvalidEventError] = []
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("before")
+            try:
+                MISREAD[call]()
+            except InvalidEventError as error:
+                refused.append(error)
+            ar.say("after")
+
+        frames = [f async for f in sse.frames(ar.stream(agent, make_input()))]
+        assert len(refused) == 1, f"{call} was accepted"
+        text = str(refused[0])
+        assert ("ag-ui" in text) if "reserved" in call else ("as a string" in text), text
+        events = [json.loads(f.removeprefix(b"data: ")) for f in frames]
+        assert [e["type"] for e in events if e["type"].startswith(("STATE", "CUSTOM"))] == []
+        said_here = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+        assert (said_here, events[-1]["type"]) == (["before", "after"], "RUN_FINISHED")
+        assert_valid(events)
+
+    def test_the_message_names_where_the_integer_is(self) -> None:
+        with ar.Run(make_input()), pytest.raises(InvalidEventError) as caught:
+            ar.set_state({"a/b": {"list": [0, UNSAFE + 1]}})
+        assert f"integer {UNSAFE + 1} at /snapshot/a~1b/list/1" in str(caught.value)
+
+    def test_safe_integers_floats_and_digit_strings_pass(self) -> None:
+        edge = 2**53 - 1
+        value = {"max": edge, "min": -edge, "f": 1e300, "g": 12345678901234567.0, "s": "9" * 40}
+        with ar.Run(make_input()) as run:
+            ar.set_state(value)
+            ar.activity("progress", value)
+        snapshots = [e for e in run.events if isinstance(e, ev.StateSnapshotEvent)]
+        assert [s.snapshot for s in snapshots] == [value]
+
+    def test_after_a_refused_change_the_next_publish_is_a_snapshot(self) -> None:
+        """The refused change never reached the client: no delta may build on it."""
+        base = {f"k{i}": "x" * 20 for i in range(50)}
+        with ar.Run(make_input()) as run:
+            ar.set_state({**base, "a": 1})
+            with pytest.raises(InvalidEventError):
+                ar.set_state({**base, "a": 1, "big": UNSAFE})
+            ar.set_state({**base, "a": 2})  # a delta from the refused value would remove /big
+            ar.set_state({**base, "a": 3})
+        kinds = [type(e).__name__ for e in run.events if "State" in type(e).__name__]
+        assert kinds == ["StateSnapshotEvent", "StateSnapshotEvent", "StateDeltaEvent"]
+        assert_valid(run.events)
+
+    def test_an_activity_refused_update_is_followed_by_a_snapshot(self) -> None:
+        base = {f"k{i}": "x" * 20 for i in range(50)}
+        with ar.Run(make_input()) as run:
+            handle = ar.activity("progress", {**base, "n": 1})
+            with pytest.raises(InvalidEventError):
+                handle.update({**base, "n": 1, "big": UNSAFE})
+            handle.update({**base, "n": 2})
+        kinds = [type(e).__name__ for e in run.events if "Activity" in type(e).__name__]
+        assert kinds == ["ActivitySnapshotEvent", "ActivitySnapshotEvent"]
+
+    def test_metadata_of_our_own_keys_passes(self) -> None:
+        with ar.Run(make_input()) as run:
+            ar.emit(ev.CustomEvent(name="x", value=1, metadata={"agui": 1, "mine": {"ag-ui": 1}}))
+        assert [type(e) for e in run.events].count(ev.CustomEvent) == 1
+
+
+class TestSmallRules:
+    """Issue 11 item 14: the verifier's rules the run now applies at the call."""
+
+    def test_a_tool_call_cannot_belong_to_the_users_message(self) -> None:
+        with ar.Run(make_input(user="hi")), pytest.raises(ProtocolError) as caught:
+            ar.tool_call("search", parent_message_id="run-user")
+        assert caught.value.rule == "tool-call-parent-role"
+        assert "names a user message" in str(caught.value)
+
+    def test_a_tool_call_may_belong_to_the_agents_message(self) -> None:
+        with ar.Run(make_input(user="hi")) as run:
+            with ar.message() as message:
+                message.write("let me look")
+            with ar.tool_call("search", parent_message_id=message.id) as call:
+                call.args({"q": "x"})
+        assert_valid(run.events)
+
+    def test_an_activity_cannot_take_a_messages_id(self) -> None:
+        with ar.Run(make_input()) as run:
+            ar.say("hello")
+            said = next(e for e in run.events if isinstance(e, ev.TextMessageStartEvent))
+            with pytest.raises(ProtocolError) as caught:
+                ar.activity("progress", {"n": 1}, id=said.message_id)
+            assert caught.value.rule == "message-id-kind-clash"
+
+    def test_an_interrupt_naming_a_subagent_never_started_is_refused(self) -> None:
+        ghost = ev.Interrupt(id="i1", reason="ask", subagent_run_id="ghost")
+        run = ar.Run(make_input())
+        with pytest.raises(ProtocolError) as caught, run:
+            raise ar.Interrupted(ghost)
+        assert caught.value.rule == "interrupt-subagent-unknown"
+
+
 @ar.subagent("gen")
 def two_items() -> Iterator[int]:
     """A generator subagent (the issue's first orphan)."""

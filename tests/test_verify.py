@@ -766,6 +766,8 @@ class TestSpecRules:
         events = [
             run_started(),
             sub_started("s1"),
+            sub_started("s2"),
+            sub_finished("s2"),
             sub_finished("s1", "i1", suspended=True),
             interrupted(interrupt("i1", "s2")),
         ]

@@ -394,6 +394,39 @@ case(
 )
 case("tool-unknown-parent-message", [rs(), *tool("c", "s1", parent="nowhere"), rf()])
 case(
+    "tool-parent-is-a-user-message",
+    [
+        rs(input={"threadId": "t", "runId": "r", "messages": [msg("u1", "user")]}),
+        *tool("c", parent="u1"),
+        rf(),
+    ],
+    strict="tool-call-parent-role",
+)
+case(
+    "tool-parent-is-a-system-message-of-a-snapshot",
+    [rs(), snapshot(msg("s", "system")), *tool("c", parent="s"), rf()],
+    strict="tool-call-parent-role",
+)
+case(
+    "tool-parent-is-a-developer-text-message",
+    [rs(), ts("d", role="developer"), tc("d"), te("d"), *tool("c", parent="d"), rf()],
+    strict="tool-call-parent-role",
+)
+case(
+    "tool-parent-is-a-tool-result",
+    [rs(), *tool("c0"), result("tm", "c0"), *tool("c1", parent="tm"), rf()],
+    strict="tool-call-parent-role",
+)
+case(
+    "tool-parent-user-message-replaced-by-assistant",
+    [rs(), snapshot(msg("m", "user")), snapshot(msg("m")), *tool("c", parent="m"), rf()],
+)
+case(
+    "tool-parent-chunk-is-a-user-message",
+    [rs(), snapshot(msg("u1", "user")), tchunk("c", "search", parentMessageId="u1"), rf()],
+    strict="tool-call-parent-role",
+)
+case(
     "tool-parent-message-id-null-tolerated",
     [rs(), {**tool_s("c"), "parentMessageId": None}, tool_e("c"), rf()],
 )
@@ -648,6 +681,15 @@ case(
     [rs(), interrupted(intr("i1"), intr("i1"))],
     strict="interrupt-id-duplicate",
 )
+case(
+    "interrupt-names-unknown-subagent",
+    [rs(), interrupted(intr("i1", "ghost"))],
+    strict="interrupt-subagent-unknown",
+)
+case(
+    "interrupt-names-finished-subagent",
+    [rs(), sa_s("s1"), sa_f("s1"), interrupted(intr("i1", "s1"))],
+)
 case("interrupt-empty-list", [rs(), rf(outcome={"type": "interrupt", "interrupts": []})], "parse")
 case(
     "resume-suspended-subagent",
@@ -717,6 +759,40 @@ case(
     [rs(), act_s("a", "s1", replace=False), act_d("a", "s1"), rf()],
 )
 case("activity-delta-unknown", [rs(), act_d("a", "s1"), rf()])
+case(
+    "activity-takes-a-text-id",
+    [rs(), *text("m"), act_s("m"), rf()],
+    strict="message-id-kind-clash",
+)
+case(
+    "activity-delta-on-a-user-message",
+    [
+        rs(input={"threadId": "t", "runId": "r", "messages": [msg("u1", "user")]}),
+        act_d("u1"),
+        rf(),
+    ],
+    strict="message-id-kind-clash",
+)
+case(
+    "activity-takes-a-reasoning-id",
+    [rs(), rm_s("rm"), rm_c("rm"), rm_e("rm"), act_s("rm"), rf()],
+    strict="message-id-kind-clash",
+)
+case(
+    "text-takes-an-activity-id",
+    [rs(), act_s("a"), *text("a"), rf()],
+    strict="message-id-kind-clash",
+)
+case(
+    "text-chunk-takes-an-activity-id",
+    [rs(), act_s("a"), chunk("a"), rf()],
+    strict="message-id-kind-clash",
+)
+case(
+    "reasoning-takes-an-activity-id",
+    [rs(), act_s("a"), rm_s("a"), rm_c("a"), rm_e("a"), rf()],
+    strict="message-id-kind-clash",
+)
 case(
     "activity-seeded-by-snapshot",
     [
