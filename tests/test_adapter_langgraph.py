@@ -10,6 +10,7 @@ client.
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from langgraph.types import Send, interrupt
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs.adapters.langgraph import run_graph
 from ambient_runs.testing import assert_valid, make_input, wire
 
@@ -332,13 +334,15 @@ class TestFanOut:
 
 
 class TestFailures:
-    async def test_a_tool_that_raises_is_answered_with_the_error(self) -> None:
-        """ToolNode reports the error to the model; the call is answered with it."""
+    @pytest.mark.parametrize("expose", [False, True])
+    async def test_a_tool_that_raises_is_answered_with_the_error(self, expose: bool) -> None:
+        """ToolNode reports the error to the model; the call is answered under the policy."""
         graph = react_graph([calling(("explode", {"q": "fly"})), calling(text="It failed.")])
-        async with ar.Run(make_input(run_id="r")) as run:
+        async with ar.Run(make_input(run_id="r"), expose_errors=expose) as run:
             await run_graph(graph, question(), name="g")
         [result] = [e for e in run.events if isinstance(e, ev.ToolCallResultEvent)]
-        assert '{"error": "cannot fly", "type": "ValueError"}' == result.content
+        told = "cannot fly" if expose else GENERIC_MESSAGE
+        assert {"error": told, "type": "ValueError"} == json.loads(result.content)
         verified(list(run.events))
 
     async def test_a_failing_graph_fails_its_subagent_and_propagates(self) -> None:

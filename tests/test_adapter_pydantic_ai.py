@@ -32,6 +32,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolC
 from pydantic_ai.models.test import TestModel
 
 import ambient_runs as ar
+from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs.adapters.pydantic_ai import run_agent
 from ambient_runs.testing import make_input
 
@@ -227,7 +228,8 @@ class TestFailures:
         error = next(e for e in events if e["type"] == "SUBAGENT_ERROR")
         assert "KeyError" == error["code"]
         result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
-        assert {"error": "'no such thing'", "type": "KeyError"} == json.loads(result["content"])
+        # The exception's text stays on the server (the run's default error policy).
+        assert {"error": GENERIC_MESSAGE, "type": "KeyError"} == json.loads(result["content"])
         assert "RUN_FINISHED" == events[-1]["type"]
         # Answered, the failed call is not mistaken for a pending frontend tool call.
         assert [] == verdict["runFinished"][-1]["pendingToolCallIds"]

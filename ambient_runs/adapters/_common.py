@@ -37,6 +37,7 @@ __all__ = (
     "ToolCalls",
     "cancel_guard",
     "claim_resume",
+    "error_content",
     "jsonable",
     "prompt_key",
     "resume_metadata",
@@ -157,16 +158,28 @@ class ToolCalls:
         Answer every call left without a result because *exc* ended the agent.
 
         Without a result, a client treats a call as a pending frontend tool call;
-        the result says what happened instead: ``{"error": …, "type": …}`` (for a
-        cancellation, ``{"error": "cancelled", "type": "CancelledError"}``).
+        the result says what happened instead (`error_content`).
         """
-        if isinstance(exc, asyncio.CancelledError | RunCancelledError):
-            content = {"error": "cancelled", "type": "CancelledError"}
-        else:
-            content = {"error": str(exc) or type(exc).__name__, "type": type(exc).__name__}
+        content = error_content(exc)
         for handle in self.unanswered():
             handle.result(json.dumps(content, ensure_ascii=False))
             self._answered.add(handle.id)
+
+
+def error_content(exc: BaseException) -> dict[str, str]:
+    """
+    A tool result that reports *exc*: ``{"error": message, "type": class name}``.
+
+    The message is what the ambient run's error policy lets a client read
+    (`Run.error_policy`): the exception's text only with ``expose_errors=True``
+    or an `AgentError`, the generic message otherwise. The framework's model
+    still sees the framework's own error text; this is what reaches the client.
+    A cancellation reads ``{"error": "cancelled", "type": "CancelledError"}``.
+    """
+    if isinstance(exc, asyncio.CancelledError | RunCancelledError):
+        return {"error": "cancelled", "type": "CancelledError"}
+    message, _ = current_run().error_policy.report(exc)
+    return {"error": message, "type": type(exc).__name__}
 
 
 def _client_tool_call_ids(run: Run) -> set[str]:

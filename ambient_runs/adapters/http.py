@@ -17,7 +17,8 @@ the remote run fails (``RUN_ERROR``)       ``SUBAGENT_ERROR``, `RelayError` rais
 the remote pauses on interrupts            suspended; `Interrupted` raised (the run
                                            ends with an interrupt outcome)
 an HTTP error status (4xx, 5xx)            ``SUBAGENT_ERROR`` code ``http_<status>``
-                                           (the body's first 64 KiB in the message)
+                                           (with ``expose_errors``, the URL and the
+                                           body's first 64 KiB in the message)
 the endpoint cannot be reached             ``SUBAGENT_ERROR`` code ``unreachable``
 the connection breaks, or the stream ends  ``SUBAGENT_ERROR`` code ``truncated``
 without a terminal event
@@ -46,6 +47,7 @@ to ``input.messages``, and the invocation continues under its old subagent id.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -64,6 +66,8 @@ import ambient_runs as ar
 from ambient_runs import Run, RunAgentInput, RunCancelledError
 
 __all__ = ("DEFAULT_TIMEOUT", "relay")
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, read=300.0)
 """
@@ -179,15 +183,21 @@ async def _stream(
                 watcher = asyncio.create_task(_close_when_cancelled(run, response))
                 if response.status_code >= 300:
                     text = await _some_of(response)
+                    status = response.status_code
                     yield _run_error(
-                        f"HTTP {response.status_code} from {url}: {text}",
-                        f"http_{response.status_code}",
+                        _told(
+                            run,
+                            f"HTTP {status} from the remote agent",
+                            f"HTTP {status} from {url}: {text}",
+                        ),
+                        f"http_{status}",
                     )
                     return
                 kind = response.headers.get("content-type", "")
                 if kind.split(";")[0].strip().lower() != "text/event-stream":
+                    answered = f"answered {kind or 'no content type'}, not text/event-stream"
                     yield _run_error(
-                        f"{url} answered {kind or 'no content type'}, not text/event-stream",
+                        _told(run, f"the remote agent {answered}", f"{url} {answered}"),
                         "invalid_stream",
                     )
                     return
@@ -197,10 +207,16 @@ async def _stream(
             if run.is_cancelled:
                 raise _cancelled(run) from None
             what = str(exc) or type(exc).__name__
+            kind = type(exc).__name__
             if not responded:
-                yield _run_error(f"cannot reach {url}: {what}", "unreachable")
+                public, detail = f"cannot reach the remote agent ({kind})", f"cannot reach {url}"
             else:
-                yield _run_error(f"the connection to {url} broke: {what}", "truncated")
+                public = f"the connection to the remote agent broke ({kind})"
+                detail = f"the connection to {url} broke"
+            yield _run_error(
+                _told(run, public, f"{detail}: {what}"),
+                "unreachable" if not responded else "truncated",
+            )
             return
         if run.is_cancelled:
             raise _cancelled(run)
@@ -209,6 +225,19 @@ async def _stream(
             watcher.cancel()
         if owned:
             await asyncio.shield(http.aclose())
+
+
+def _told(run: Run, public: str, detail: str) -> str:
+    """
+    What the client reads of a failure to relay: *detail* only with ``expose_errors``.
+
+    The detail (the endpoint's URL, the transport's exception text, an error
+    body) is what the error policy keeps on the server: it is logged here at
+    WARNING, and the subagent's ``SUBAGENT_ERROR`` and `RelayError` carry
+    *public* (the status, the content type, the exception's class) instead.
+    """
+    _log.warning("relay failed: %s", detail)
+    return detail if run.error_policy.expose else public
 
 
 def _cancelled(run: Run) -> RunCancelledError:

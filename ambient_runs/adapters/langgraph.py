@@ -94,7 +94,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs._outcomes import register_suspending
-from ambient_runs.adapters._common import ToolCalls, cancel_guard, jsonable
+from ambient_runs.adapters._common import ToolCalls, cancel_guard, error_content, jsonable
 
 __all__ = ("run_graph",)
 
@@ -501,11 +501,7 @@ class _Handler(BaseCallbackHandler):
                 for paused in error.args[0] or ():
                     self.paused_calls[str(paused.id)] = (found[0], ours)
             return
-        self.calls.result(
-            found[0],
-            found[1],
-            {"error": str(error) or type(error).__name__, "type": type(error).__name__},
-        )
+        self.calls.result(found[0], found[1], error_content(error))
 
     # ------------------------------------------------------------------ node outputs
 

@@ -486,12 +486,9 @@ class _Session:
             try:
                 if cancelled:
                     handle.fail("cancelled", code="cancelled")
-                else:
-                    code = getattr(exc, "code", None)
-                    handle.fail(
-                        str(exc) or type(exc).__name__,
-                        code=code if isinstance(code, str) else type(exc).__name__,
-                    )
+                else:  # what the run's error policy lets the client read of it
+                    message, code = ar.current_run().error_policy.report(exc)
+                    handle.fail(message, code=code)
             except Exception:
                 _log.debug("failing %r after an exception failed", handle, exc_info=True)
 

@@ -340,6 +340,29 @@ class TestTransportFailures:
         error, _ = await self.relayed(f"http://127.0.0.1:{free_port()}/agent")
         assert "unreachable" == error.code
 
+    @pytest.mark.parametrize("expose", [False, True])
+    async def test_the_url_and_the_error_body_stay_on_the_server(
+        self, remote: tuple[Remote, str], expose: bool, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The client reads the status only, unless expose_errors; the log keeps the detail."""
+        _, url = remote
+        async with ar.Run(make_input(run_id="r1"), expose_errors=expose) as run:
+            with pytest.raises(ar.RelayError):
+                await http.relay(url, {"threadId": "t", "runId": "x", "messages": []}, name="r",
+                                 headers={"content-type": "text/plain"})  # fmt: skip
+        (failed,) = [e for e in run.events if isinstance(e, ev.SubagentErrorEvent)]
+        assert failed.message.startswith("HTTP 415 from ")
+        assert (url in failed.message) is expose
+        assert any(url in record.getMessage() for record in caplog.records)
+
+    async def test_an_unreachable_endpoints_address_stays_on_the_server(self) -> None:
+        url = f"http://127.0.0.1:{free_port()}/agent"
+        error, events = await self.relayed(url)
+        (failed,) = [e for e in events if isinstance(e, ev.SubagentErrorEvent)]
+        assert (failed.message, failed.code) == ("cannot reach the remote agent (ConnectError)",
+                                                 "unreachable")  # fmt: skip
+        assert "127.0.0.1" not in error.reason
+
     def test_importing_without_httpx_names_the_extra(self) -> None:
         """Without httpx, importing the adapter raises ImportError naming the extra."""
         code = (
