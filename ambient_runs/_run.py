@@ -9,7 +9,6 @@ and on exit closes what is left open and sends the one terminal event.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
-from ambient_runs._futures import resolve
+from ambient_runs._cancel import Cancellation
 from ambient_runs._outcomes import (
     GENERIC_MESSAGE,
     ErrorDescriber,
@@ -219,9 +218,7 @@ class Run(Emitters):
         self.pipeline.error_policy = self.error_policy
         self._echo_input = echo_input
         self._result: Any = None
-        self._cancelled = False
-        #: Each waiting `cancelled` call's future and its loop; a waiter removes itself.
-        self._cancel_waiters: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
+        self._cancellation = Cancellation(self.pipeline.lock)
         self._started = False
         self._root: Frame | None = None
         self._token: Any = None
@@ -537,7 +534,7 @@ class Run(Emitters):
     @property
     def is_cancelled(self) -> bool:
         """Whether `cancel` has been called."""
-        return self._cancelled
+        return self._cancellation.cancelled
 
     def cancel(self) -> None:
         """
@@ -548,18 +545,7 @@ class Run(Emitters):
         A waiter whose event loop has closed meanwhile is skipped: nothing is
         left to wake there, and the call never raises for it.
         """
-        with self.pipeline.lock:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            waiters, self._cancel_waiters = self._cancel_waiters, {}
-        for future, loop in waiters.items():
-            if loop.is_closed():
-                continue
-            try:
-                loop.call_soon_threadsafe(resolve, future)
-            except RuntimeError:  # it closed between the check and the call
-                continue
+        self._cancellation.cancel()
 
     def check_cancelled(self) -> None:
         """
@@ -567,7 +553,7 @@ class Run(Emitters):
 
         Left to propagate, it ends the run with a ``cancelled`` outcome.
         """
-        if self._cancelled:
+        if self._cancellation.cancelled:
             msg = f"run {self.input.run_id!r} was cancelled"
             raise RunCancelledError(msg)
 
@@ -579,18 +565,7 @@ class Run(Emitters):
         cancelled itself, removes it, so any number of calls keep the run's
         memory flat.
         """
-        lock = self.pipeline.lock
-        with lock:
-            if self._cancelled:
-                return
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[None] = loop.create_future()
-            self._cancel_waiters[future] = loop
-        try:
-            await future
-        finally:
-            with lock:
-                self._cancel_waiters.pop(future, None)
+        await self._cancellation.wait()
 
     async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
         """
@@ -598,16 +573,7 @@ class Run(Emitters):
 
         The way to make a long model call interruptible. The loser is cancelled.
         """
-        work = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self.cancelled())
-        try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if work.done():
-            return work.result()
-        work.cancel()
-        return None
+        return await self._cancellation.race(awaitable)
 
     # ------------------------------------------------------------------ state
 
