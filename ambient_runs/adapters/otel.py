@@ -406,11 +406,14 @@ class _RunTrace:
             for span in self.steps.pop(key):
                 span.end()
 
-    def on_subagent_finished(self, event: ev.SubagentFinishedEvent) -> None:
-        sid = event.subagent_run_id
+    def _ended_agent(self, sid: str) -> Span | None:
+        """Close what subagent *sid* left open and forget it; its span, if it has one."""
         self.close_owned(sid)
-        span = self.agents.pop(sid, None)
         self.usages.pop(sid, None)
+        return self.agents.pop(sid, None)
+
+    def on_subagent_finished(self, event: ev.SubagentFinishedEvent) -> None:
+        span = self._ended_agent(event.subagent_run_id)
         if span is None:
             return
         attributes: dict[str, AttributeValue] = {}
@@ -426,10 +429,7 @@ class _RunTrace:
         _end(span, attributes)
 
     def on_subagent_error(self, event: ev.SubagentErrorEvent) -> None:
-        sid = event.subagent_run_id
-        self.close_owned(sid)
-        span = self.agents.pop(sid, None)
-        self.usages.pop(sid, None)
+        span = self._ended_agent(event.subagent_run_id)
         if span is None:
             return
         _fail(span, event.message, event.code)

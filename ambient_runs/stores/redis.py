@@ -79,21 +79,29 @@ redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
 return 1
 """
 
+# Add events first..last as one stream entry `0-<last>` (fields f: first, d: data), trimming
+# whole entries so that at least the last max_events events stay (MINID, in the same XADD).
+_ADD_BATCH = """
+local function add_batch(events, first, last, max_events, data)
+  local keep = last - max_events + 1
+  if keep > 1 then
+    redis.call('XADD', events, 'MINID', '0-' .. keep, '0-' .. last, 'f', first, 'd', data)
+  else
+    redis.call('XADD', events, '0-' .. last, 'f', first, 'd', data)
+  end
+end
+"""
+
 # One batch, as one stream entry. KEYS: meta, events, lease, cancel.
 # ARGV: max_events, live ttl, final, retention, count, the events joined by newlines.
-_APPEND = """
+_APPEND = _ADD_BATCH + """
 local meta = KEYS[1]
 local state = redis.call('HMGET', meta, 'last', 'end')
 if not state[1] then return -1 end
 if state[2] then return -2 end
 local first = tonumber(state[1]) + 1
 local last = first + tonumber(ARGV[5]) - 1
-local keep = last - tonumber(ARGV[1]) + 1
-if keep > 1 then
-  redis.call('XADD', KEYS[2], 'MINID', '0-' .. keep, '0-' .. last, 'f', first, 'd', ARGV[6])
-else
-  redis.call('XADD', KEYS[2], '0-' .. last, 'f', first, 'd', ARGV[6])
-end
+add_batch(KEYS[2], first, last, tonumber(ARGV[1]), ARGV[6])
 local ttl = ARGV[2]
 if ARGV[3] == '1' then
   redis.call('HSET', meta, 'last', last, 'end', last)
@@ -135,18 +143,13 @@ return out
 """
 
 # KEYS: meta, events, lease, cancel. ARGV: max_events, retention, event.
-_END_LOST = """
+_END_LOST = _ADD_BATCH + """
 local meta = KEYS[1]
 if redis.call('EXISTS', meta) == 0 then return -1 end
 if redis.call('HEXISTS', meta, 'end') == 1 then return 0 end
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local last = tonumber(redis.call('HGET', meta, 'last')) + 1
-local keep = last - tonumber(ARGV[1]) + 1
-if keep > 1 then
-  redis.call('XADD', KEYS[2], 'MINID', '0-' .. keep, '0-' .. last, 'f', last, 'd', ARGV[3])
-else
-  redis.call('XADD', KEYS[2], '0-' .. last, 'f', last, 'd', ARGV[3])
-end
+add_batch(KEYS[2], last, last, tonumber(ARGV[1]), ARGV[3])
 redis.call('HSET', meta, 'last', last, 'end', last)
 redis.call('DEL', KEYS[4])
 redis.call('PEXPIRE', meta, ARGV[2])
