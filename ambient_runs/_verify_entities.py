@@ -321,7 +321,7 @@ class Entities(Group):
 class ToolCalls(Entities):
     """Tool calls: their owner may come from their parent message, and results answer them."""
 
-    __slots__ = ("known", "messages")
+    __slots__ = ("answered", "known", "messages", "started")
 
     def __init__(
         self,
@@ -341,6 +341,9 @@ class ToolCalls(Entities):
         self.lane_owners = lanes.by_owner
         self.messages = messages  # the message owners on record, for parent messages
         self.known = known  # tool calls made before the stream
+        # Strict, per run: the calls started and the calls answered, for pendingToolCallIds.
+        self.started: set[str] = set()
+        self.answered: set[str] = set()
 
     def on_continue(self, event: Any) -> Found:
         """Check a TOOL_CALL_ARGS: `Entities.on_continue` with the tool call's id."""
@@ -395,8 +398,10 @@ class ToolCalls(Entities):
                 tag = None if inherited is MISSING else inherited
             self.owners[eid] = owner = tag
         self.opened[eid] = owner
-        if owner is not None and self.strict:
-            self.owned.own(owner, "tool call", eid)
+        if self.strict:
+            self.started.add(eid)
+            if owner is not None:
+                self.owned.own(owner, "tool call", eid)
         return created
 
     # ------------------------------------------------------------------ results
@@ -419,6 +424,26 @@ class ToolCalls(Entities):
     def apply_result(self, event: ev.ToolCallResultEvent) -> None:
         # The result mints a tool message under its own tag; the newest mint wins.
         self.messages[event.message_id] = event.subagent_run_id
+        if self.strict:
+            self.answered.add(event.tool_call_id)
+
+    def check_pending(self, pending: tuple[str, ...]) -> list[Violation]:
+        """Strict: ``pendingToolCallIds`` names calls this run started, left unanswered, once."""
+        found: list[Violation] = []
+        seen: set[str] = set()
+        for tid in pending:
+            if tid in seen:
+                rule = Rule.PENDING_TOOL_CALL_DUPLICATE
+            elif tid not in self.started:
+                rule = Rule.PENDING_TOOL_CALL_UNKNOWN
+            elif tid in self.answered:
+                rule = Rule.PENDING_TOOL_CALL_ANSWERED
+            else:
+                seen.add(tid)
+                continue
+            seen.add(tid)
+            found.append(rule("RUN_FINISHED", (tid,), tid=tid))
+        return found
 
 
 class Steps(Group):
