@@ -423,6 +423,29 @@ class TestTheLoop:
         assert () == Verifier().verify(list(first.events))
 
 
+class TestRelay:
+    def test_a_relayed_agents_frontend_calls_are_the_runs(self) -> None:
+        """A relayed run that ends with pending calls: they are pending here, namespaced."""
+        foreign = [
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "x"},
+            {"type": "TOOL_CALL_START", "toolCallId": "call_1", "toolCallName": "confirm"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": "call_1", "delta": "{}"},
+            {"type": "TOOL_CALL_END", "toolCallId": "call_1"},
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "t",
+                "runId": "x",
+                "outcome": {"type": "success", "pendingToolCallIds": ["call_1"]},
+            },
+        ]
+
+        with ar.Run(offering()) as run:
+            ar.relay(foreign, name="remote")
+
+        assert ("r-sub-1/call_1",) == pending(run)
+        assert_valid(list(run.events))
+
+
 class TestVerifier:
     def test_accepts_the_frontend_stream(self) -> None:
         """The library's frontend stream passes the strict verifier."""
