@@ -22,6 +22,7 @@ import typing as _typing
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._emit import (
     activity,
+    call_frontend_tool,
     current_step,
     current_subagent,
     current_subagent_id,
@@ -42,7 +43,8 @@ from ambient_runs._emit import (
     usage,
     use,
 )
-from ambient_runs._outcomes import Interrupted, Resumption, interrupt
+from ambient_runs._frontend import FrontendToolCall, ToolResult
+from ambient_runs._outcomes import FrontendToolCalled, Interrupted, Resumption, interrupt
 from ambient_runs._relay import relay, relay_messages, relay_resume
 from ambient_runs._run import EventLog, Run, current_run
 from ambient_runs._step import Step, StepSpec
@@ -66,6 +68,7 @@ from ambient_runs.errors import (
     RelayError,
     ResultWarning,
     RunCancelledError,
+    UnknownToolError,
 )
 from ambient_runs.events import Event, EventType, Interrupt, RunAgentInput
 from ambient_runs.threads import ContextThreadPoolExecutor, Thread, run_in_executor, wrap
@@ -80,6 +83,8 @@ __all__ = [
     "EventLog",
     "EventStream",
     "EventType",
+    "FrontendToolCall",
+    "FrontendToolCalled",
     "HandleClosedError",
     "HandleWarning",
     "Interrupt",
@@ -106,8 +111,11 @@ __all__ = [
     "SubagentSpec",
     "Thread",
     "ToolCallHandle",
+    "ToolResult",
+    "UnknownToolError",
     "__version__",
     "activity",
+    "call_frontend_tool",
     "current_run",
     "current_step",
     "current_subagent",

@@ -6,9 +6,13 @@ three researcher subagents concurrently (each reasons, calls tools, gets
 results and streams its findings, with small sleeps standing in for latency),
 records their findings in the shared state as they arrive (starting from the state
 the client sent: ``asked`` lists the thread's questions so far), reports each
-researcher's scripted token usage, and writes the answer. The command prints the
-stream as a live tree, prints raw SSE frames (``--json``), or serves the agent as an
-AG-UI endpoint (``--serve``).
+researcher's scripted token usage, and writes the answer. When the client offers a
+frontend tool called ``confirm`` (`CONFIRM_TOOL`; a served demo's client, since the
+command's own runs offer none), the planner then asks it whether to save the answer
+and ends the run with that call pending; the next run of the thread, carrying the
+client's tool message, records the decision (``saved`` in the state) without
+researching again. The command prints the stream as a live tree, prints raw SSE
+frames (``--json``), or serves the agent as an AG-UI endpoint (``--serve``).
 """
 
 from __future__ import annotations
@@ -31,9 +35,25 @@ from ambient_runs import sse
 from ambient_runs._stream import Agent, stream
 from ambient_runs._wire import to_wire
 
-__all__ = ("DEFAULT_QUESTION", "TreePrinter", "main", "research_agent")
+__all__ = ("CONFIRM_TOOL", "DEFAULT_QUESTION", "TreePrinter", "main", "research_agent")
 
 DEFAULT_QUESTION = "Should our office switch from a gas boiler to a heat pump?"
+
+CONFIRM_TOOL = ev.Tool(
+    name="confirm",
+    description=(
+        "Ask the user a yes/no question and return the answer: true or false, "
+        '{"confirmed": true}, or the text "yes" / "no"'
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"question": {"type": "string"}},
+        "required": ["question"],
+    },
+)
+"""The frontend tool the demo uses when the client offers it (the client sends it in ``tools``)."""
+
+_SAVE_QUESTION = "Save this answer to your notes?"
 
 
 @attrs.frozen
@@ -138,7 +158,13 @@ def research_agent(pace: float = 1.0) -> Agent:
             scope.finish_with(report)  # SUBAGENT_FINISHED.result
             return report
 
-    async def planner(run: ar.Run) -> dict[str, Any]:
+    async def planner(run: ar.Run) -> dict[str, Any] | None:
+        for reply in run.tool_results(CONFIRM_TOOL.name):  # the client ran our confirm
+            saved = _confirmed(reply)
+            kept = run.state() if isinstance(run.state(), dict) else {}
+            ar.set_state({**kept, "saved": saved, "status": "done"})
+            ar.say("Saved to your notes." if saved else "Not saved.")
+            return None
         question = run.last_user_text() or DEFAULT_QUESTION
         held = run.state()  # the client's state: what earlier runs of the thread left
         asked = held.get("asked", []) if isinstance(held, dict) else []
@@ -161,9 +187,28 @@ def research_agent(pace: float = 1.0) -> Agent:
             with ar.message() as answer:
                 await answer.astream(_paced(_words(_ANSWER), 0.015 * pace))
             ar.update_state(lambda state: state.update(status="answered"))
-        return {"answer": _ANSWER, "research": [task.result() for task in tasks]}
+        result = {"answer": _ANSWER, "research": [task.result() for task in tasks]}
+        if run.tool(CONFIRM_TOOL.name) is not None:  # the client offers it: ask, and stop here
+            run.finish_with(result)
+            ar.call_frontend_tool(CONFIRM_TOOL.name, {"question": _SAVE_QUESTION})
+        return result
 
     return planner
+
+
+def _confirmed(answer: ar.ToolResult) -> bool:
+    """Read a confirm tool's answer: ``true``, ``{"confirmed": true}`` or the text "yes"."""
+    if answer.error is not None:
+        return False
+    try:
+        value = answer.value()
+    except ValueError:
+        value = answer.text()
+    if isinstance(value, dict):
+        value = value.get("confirmed", value.get("approved"))
+    if isinstance(value, str):
+        return value.strip().lower() in {"yes", "y", "true", "ok", "save"}
+    return value is True
 
 
 # --------------------------------------------------------------------------- the tree
@@ -250,6 +295,10 @@ class TreePrinter:
             case ev.RunFinishedEvent():
                 outcome = "success" if event.outcome is None else event.outcome.type
                 print(self._paint(f"run finished: {outcome}", "1"), file=self.out, flush=True)
+                if isinstance(event.outcome, ev.RunFinishedSuccessOutcome):
+                    for call in event.outcome.pending_tool_call_ids or ():
+                        line = f"waiting for the client to answer tool call {call}"
+                        print(self._paint(line, "2"), file=self.out, flush=True)
                 for used in event.usage or ():
                     line = (
                         f"tokens ({used.provider}/{used.model}): {used.input_tokens or 0} in, "
@@ -350,7 +399,8 @@ def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> i
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(
-        f"Serving the demo agent on http://{host}:{port}/ (POST a RunAgentInput; Ctrl-C stops)",
+        f"Serving the demo agent on http://{host}:{port}/ (POST a RunAgentInput; Ctrl-C stops). "
+        f"Offer it a frontend tool named {CONFIRM_TOOL.name!r} and it asks before saving.",
         file=sys.stderr,
     )
     if store is not None:

@@ -9,7 +9,7 @@ fix, when called outside any run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
@@ -23,6 +23,7 @@ from ambient_runs._emitters import (
     think_in,
     tool_call_in,
 )
+from ambient_runs._frontend import call_frontend_tool_in
 from ambient_runs._scopes import require
 from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
@@ -31,6 +32,7 @@ from ambient_runs._usage import usage_in
 
 __all__ = (
     "activity",
+    "call_frontend_tool",
     "current_step",
     "current_subagent",
     "current_subagent_id",
@@ -148,6 +150,7 @@ def tool_call(
     *,
     id: str | None = None,
     parent_message_id: str | None = None,
+    frontend: bool = False,
 ) -> ToolCallHandle:
     """
     Open a call to tool *name* (``TOOL_CALL_START``) owned by the ambient scope.
@@ -155,9 +158,53 @@ def tool_call(
     With *parent_message_id* naming a message of this run, the call takes that
     message's owner: a tool call belongs to the message that carries it.
 
+    With *frontend*, *name* is one of the client's tools (`Run.tools`) and the
+    client answers the call: the handle (a `FrontendToolCall`) streams the
+    arguments, refuses `ToolCallHandle.result` (`ProtocolError`), and the run,
+    when it ends as success, names the call in ``pendingToolCallIds``. The
+    agent goes on after it; `call_frontend_tool` is the face that stops it.
+
+    Raises:
+        UnknownToolError: *frontend* and the client did not offer *name*.
+
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.2.0
+       *frontend*.
     """
-    return tool_call_in(require("tool_call"), name, id, parent_message_id)
+    return tool_call_in(require("tool_call"), name, id, parent_message_id, frontend)
+
+
+def call_frontend_tool(
+    name: str,
+    args: Any = None,
+    *,
+    id: str | None = None,
+    parent_message_id: str | None = None,
+) -> NoReturn:
+    """
+    Call the client's tool *name* with *args*, and end the agent here.
+
+    Sends the whole call, attributed to the ambient scope (``TOOL_CALL_START``,
+    ``TOOL_CALL_ARGS`` with *args* as JSON text, ``{}`` when None, and
+    ``TOOL_CALL_END``), never a ``TOOL_CALL_RESULT``, then raises
+    `FrontendToolCalled`. Let it propagate: leaving a subagent it finishes the
+    invocation (success), leaving the run it ends the run as success with
+    ``outcome.pendingToolCallIds`` naming the call. Concurrent work is ended the
+    way any exception ends it: a ``TaskGroup`` cancels the sibling tasks (their
+    subagents end ``SUBAGENT_ERROR`` ``cancelled``); to let them finish first,
+    open the call with ``tool_call(name, frontend=True)`` and return after the
+    group. The client runs the tool and sends its result as a tool message in
+    the next run, where ``run.tool_result(call_id)`` (or ``run.tool_results(name)``)
+    reads it. The arguments are not checked against the tool's ``parameters``.
+
+    Raises:
+        UnknownToolError: The client did not offer a tool called *name*.
+        FrontendToolCalled: Always, once the call has gone out.
+        NoActiveRunError: No run is ambient.
+
+    .. versionadded:: 0.2.0
+    """
+    call_frontend_tool_in(require("call_frontend_tool"), name, args, id, parent_message_id)
 
 
 def activity(

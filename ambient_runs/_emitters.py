@@ -9,13 +9,14 @@ with `Subagent` (``_subagent.Emitters``), which they need.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import attrs
 
 from ambient_runs import events as ev
 from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle, ToolCallHandle
 from ambient_runs._foreign import coerce_event
+from ambient_runs._frontend import call_frontend_tool_in, frontend_call_in
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
 from ambient_runs._usage import usage_in
 from ambient_runs._wire import check_encodable, refuse_reserved_metadata
@@ -78,9 +79,26 @@ class ContentEmitters:
         *,
         id: str | None = None,
         parent_message_id: str | None = None,
+        frontend: bool = False,
     ) -> ToolCallHandle:
-        """Open a call to tool *name* (``TOOL_CALL_START``) under a fresh or given id."""
-        return tool_call_in(self._emit_frame(), name, id, parent_message_id)
+        """
+        Open a call to tool *name* (``TOOL_CALL_START``) under a fresh or given id.
+
+        With *frontend*, a call to the client's tool *name*, left for the client
+        to answer (see `ambient_runs.tool_call`).
+        """
+        return tool_call_in(self._emit_frame(), name, id, parent_message_id, frontend)
+
+    def call_frontend_tool(
+        self,
+        name: str,
+        args: Any = None,
+        *,
+        id: str | None = None,
+        parent_message_id: str | None = None,
+    ) -> NoReturn:
+        """Call the client's tool *name* and stop here (see `ambient_runs.call_frontend_tool`)."""
+        call_frontend_tool_in(self._emit_frame(), name, args, id, parent_message_id)
 
     def activity(
         self,
@@ -179,9 +197,15 @@ def reasoning_in(frame: Frame, message_id: str | None) -> ReasoningHandle:
 
 
 def tool_call_in(
-    frame: Frame, name: str, call_id: str | None, parent_message_id: str | None
+    frame: Frame,
+    name: str,
+    call_id: str | None,
+    parent_message_id: str | None,
+    frontend: bool = False,
 ) -> ToolCallHandle:
-    """Open a tool call in *frame*."""
+    """Open a tool call in *frame* (*frontend*: to the client's tool, `_frontend`)."""
+    if frontend:
+        return frontend_call_in(frame, name, call_id, parent_message_id)
     return ToolCallHandle(
         frame, call_id or frame.pipeline.new_tool_call_id(), name, parent_message_id
     )

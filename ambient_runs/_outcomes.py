@@ -27,9 +27,11 @@ __all__ = (
     "GENERIC_MESSAGE",
     "ErrorDescriber",
     "ErrorPolicy",
+    "FrontendToolCalled",
     "Interrupted",
     "Resumption",
     "code_of",
+    "frontend_calls_of",
     "interrupt",
     "interrupts_of",
     "is_cancellation",
@@ -76,6 +78,48 @@ class Interrupted(Exception):
             ]
         self.interrupts: tuple[ev.Interrupt, ...] = tuple(flat)
         super().__init__(", ".join(i.id for i in flat))
+
+
+class FrontendToolCalled(Exception):
+    """
+    Raised by `call_frontend_tool`: the run now waits for the client to run a tool.
+
+    A control-flow exception, as `Interrupted` is: let it propagate. Leaving a
+    subagent, it finishes the invocation (``SUBAGENT_FINISHED``, success: the
+    work asked of it is done, and the client's answer arrives in a later run);
+    leaving the run, it ends the run as success with
+    ``outcome.pendingToolCallIds`` naming every frontend call the run made. The
+    call was recorded when it was sent, so user code that catches this still
+    ends the run with the call pending.
+
+    Attributes:
+        tool_call_id: The call made (``TOOL_CALL_START.toolCallId``).
+        tool_name: The client's tool it calls.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(self, tool_call_id: str, tool_name: str) -> None:
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        super().__init__(
+            f"frontend tool {tool_name!r} called ({tool_call_id}); the client runs it"
+        )
+
+
+def frontend_calls_of(exc: BaseException) -> tuple[str, ...] | None:
+    """The frontend call ids *exc* carries: a `FrontendToolCalled`, or a group of only those."""
+    if isinstance(exc, FrontendToolCalled):
+        return (exc.tool_call_id,)
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[str] = []
+        for sub in exc.exceptions:
+            inner = frontend_calls_of(sub)
+            if inner is None:
+                return None
+            found.extend(inner)
+        return tuple(found)
+    return None
 
 
 _ID_SEPARATOR = "~"
@@ -237,7 +281,13 @@ def register_suspending(
 
 
 def interrupts_of(exc: BaseException) -> tuple[ev.Interrupt, ...] | None:
-    """The interrupts *exc* carries, if it is `Interrupted` or a group of only those."""
+    """
+    The interrupts *exc* carries, if it is `Interrupted` or a group of only those.
+
+    A group may also hold `FrontendToolCalled` (a sibling task called a frontend
+    tool): the interrupts win, since an ``interrupt`` outcome cannot carry
+    pending tool calls; a group of frontend calls alone carries no interrupts.
+    """
     if isinstance(exc, Interrupted):
         return exc.interrupts
     if _SUSPENDING:
@@ -247,11 +297,13 @@ def interrupts_of(exc: BaseException) -> tuple[ev.Interrupt, ...] | None:
     if isinstance(exc, BaseExceptionGroup):
         found: list[ev.Interrupt] = []
         for sub in exc.exceptions:
+            if isinstance(sub, FrontendToolCalled):
+                continue
             inner = interrupts_of(sub)
             if inner is None:
                 return None
             found.extend(inner)
-        return tuple(found)
+        return tuple(found) or None
     return None
 
 
@@ -341,7 +393,8 @@ def subagent_ending(
     """
     The event that ends subagent invocation *sid* whose body raised *exc*.
 
-    `Interrupted` suspends it (naming the interrupts raised in it); a generator
+    `Interrupted` suspends it (naming the interrupts raised in it); a
+    `FrontendToolCalled` (its work now waits on the client's tool), a generator
     closed early or ``SystemExit``/``KeyboardInterrupt`` finishes it (the
     latter named in metadata); a cancellation or any other exception fails it,
     with code ``cancelled``, or with what *policy* reports of *exc*.
@@ -351,7 +404,7 @@ def subagent_ending(
         mine = tuple(i.id for i in interrupts if i.subagent_run_id == sid)
         outcome = ev.SubagentFinishedSuspendedOutcome(interrupt_ids=mine or None)
         return ev.SubagentFinishedEvent(subagent_run_id=sid, outcome=outcome)
-    if isinstance(exc, GeneratorExit):
+    if isinstance(exc, GeneratorExit) or frontend_calls_of(exc) is not None:
         return ev.SubagentFinishedEvent(subagent_run_id=sid)
     if isinstance(exc, SystemExit | KeyboardInterrupt):
         meta = {"ambient_runs": {"exit": type(exc).__name__}}

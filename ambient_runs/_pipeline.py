@@ -127,6 +127,7 @@ class Pipeline:
         "drain_hook",
         "error_policy",
         "finished",
+        "frontend_calls",
         "lock",
         "message_owners",
         "pending_interrupts",
@@ -172,6 +173,9 @@ class Pipeline:
         #: The interrupts suspended invocations are waiting on, by id: the run must
         #: end with them even when user code caught the `Interrupted`.
         self.pending_interrupts: dict[str, ev.Interrupt] = {}
+        #: The calls to the client's tools made in the run, in order (``_frontend``):
+        #: the success outcome's ``pendingToolCallIds``. A tuple: no allocation per run.
+        self.frontend_calls: tuple[str, ...] = ()
         #: Awaited by `drain`: installed by a streaming transport for backpressure.
         self.drain_hook: Callable[[], Awaitable[None]] | None = None
         #: The run's typed state and its publisher (``_state.RunState``).

@@ -13,7 +13,9 @@ foreign                          relayed as
                                  ``relay()`` began (its input's messages are
                                  remembered as history)
 ``RUN_FINISHED``                 ``SUBAGENT_FINISHED`` with its ``result``, which
-                                 ``relay()`` returns
+                                 ``relay()`` returns; its ``pendingToolCallIds``
+                                 (frontend calls, ids namespaced) become this
+                                 run's, for the client to answer
 ``RUN_FINISHED`` interrupt       ``SUBAGENT_FINISHED`` suspended, and `Interrupted`
                                  raised with the interrupts (ids namespaced, see
                                  below), so the run ends with an interrupt outcome
@@ -872,6 +874,12 @@ class _Relay:
             raise Interrupted(*(self.interrupt(i) for i in outcome.interrupts))
         if isinstance(outcome, ev.RunFinishedCancelledOutcome):
             self.fail("the relayed run was cancelled", "cancelled")
+        if isinstance(outcome, ev.RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+            # Its frontend calls are this run's too: the client answers them (namespaced ids).
+            pipeline = self.run.pipeline
+            with pipeline.lock:
+                calls = (self.ns(i) for i in outcome.pending_tool_call_ids)
+                pipeline.frontend_calls = (*pipeline.frontend_calls, *calls)
         self.sub.finish_with(terminal.result)
         return terminal.result
 

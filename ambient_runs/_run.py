@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._cancel import Cancellation
+from ambient_runs._frontend import ToolResult, tool_result_in, tool_results_in
 from ambient_runs._outcomes import (
     GENERIC_MESSAGE,
     ErrorDescriber,
     ErrorPolicy,
     Resumption,
+    frontend_calls_of,
     interrupts_of,
     is_cancellation,
     result_json,
@@ -100,7 +102,12 @@ class Run(Emitters):
     Entering makes it the ambient run, so module-level emitters (`say`, …) and
     decorated agent functions inside attribute to it. Leaving emits:
 
-    - ``RUN_FINISHED`` (with the `finish_with` result) when the block ends normally;
+    - ``RUN_FINISHED`` (with the `finish_with` result) when the block ends normally,
+      or when `FrontendToolCalled` leaves it (swallowed); after calls to the
+      client's tools (`call_frontend_tool`, ``tool_call(name, frontend=True)``)
+      its success outcome names them in ``pendingToolCallIds``, in order. An
+      interrupt outcome wins over them: it has no such field, and the calls stay
+      unanswered in the history;
     - ``RUN_FINISHED`` with an ``interrupt`` outcome when `Interrupted` (or a group
       of only those) leaves it; the exception stops here. An `Interrupted` that
       suspended a subagent and was then caught by user code still ends the run
@@ -271,6 +278,37 @@ class Run(Emitters):
         """Return the offered tool called *name*, if any."""
         return next((t for t in self.tools if t.name == name), None)
 
+    def tool_result(self, call_id: str) -> ToolResult | None:
+        """
+        Return the client's answer to tool call *call_id*, read from the input's messages.
+
+        The answer to a frontend call (`ambient_runs.call_frontend_tool`) arrives
+        as a tool message in the next run's messages; the `ToolResult` holds it,
+        the call it answers (name, ``arguments()``) and who made the call. The
+        newest tool message wins when several answer one call.
+
+        Returns None when no tool message in the input answers *call_id*: the
+        client did not run the tool (or not yet), or sent the run without its
+        result. Nothing is raised; the call stays unanswered in the history, so
+        ask again (a new call) or tell the user.
+
+        .. versionadded:: 0.2.0
+        """
+        return tool_result_in(self.input.messages, call_id)
+
+    def tool_results(self, name: str | None = None) -> tuple[ToolResult, ...]:
+        """
+        Return the tool results the client sent since the user's last message, oldest first.
+
+        The answers that concern the current turn: what a stateless agent checks
+        first, to continue after the frontend calls it made (``name``: only
+        calls to that tool). Results of earlier turns are left out; read any
+        call's with `tool_result`. Empty when there are none.
+
+        .. versionadded:: 0.2.0
+        """
+        return tool_results_in(self.input.messages, name)
+
     @property
     def context(self) -> tuple[ev.Context, ...]:
         """Ambient context entries."""
@@ -431,6 +469,8 @@ class Run(Emitters):
             outcome: ev.RunFinishedOutcome | None = None
             if pending:  # an Interrupted was caught, but its invocations are suspended
                 outcome = ev.RunFinishedInterruptOutcome(interrupts=tuple(pending.values()))
+            else:
+                outcome = self._success_outcome()
             self._close_and_send(self._finished_event(outcome, self._result), quietly=False)
             return False
         interrupts = interrupts_of(exc)
@@ -439,12 +479,24 @@ class Run(Emitters):
             outcome = ev.RunFinishedInterruptOutcome(interrupts=tuple(every.values()))
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return True
+        if frontend_calls_of(exc) is not None:  # call_frontend_tool: the client answers next
+            if pending:
+                outcome = ev.RunFinishedInterruptOutcome(interrupts=tuple(pending.values()))
+            else:
+                outcome = self._success_outcome()
+            self._close_and_send(self._finished_event(outcome, self._result), quietly=True)
+            return True
         if is_cancellation(exc) or isinstance(exc, KeyboardInterrupt | SystemExit):
             outcome = ev.RunFinishedCancelledOutcome()
             self._close_and_send(self._finished_event(outcome), quietly=True)
             return isinstance(exc, RunCancelledError)
         safely(self._send_error, *self.error_policy.report(exc))
         return False
+
+    def _success_outcome(self) -> ev.RunFinishedSuccessOutcome | None:
+        """Success: with ``pendingToolCallIds`` when frontend calls were made, else absent."""
+        calls = self.pipeline.frontend_calls
+        return ev.RunFinishedSuccessOutcome(pending_tool_call_ids=calls) if calls else None
 
     def _finished_event(
         self, outcome: ev.RunFinishedOutcome | None, result: Any = None

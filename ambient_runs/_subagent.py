@@ -45,6 +45,7 @@ from ambient_runs.errors import (
 if TYPE_CHECKING:
     from typing import Self
 
+    from ambient_runs._frontend import ToolResult
     from ambient_runs._pipeline import Pipeline, Registry
     from ambient_runs._run import Run
     from ambient_runs._scopes import Frame
@@ -577,6 +578,14 @@ class Subagent(Faces, Emitters):
     def resume_for(self, interrupt_id: str) -> Resumption | None:
         """The answer to interrupt *interrupt_id*, if the client sent one (`Run.resume_for`)."""
         return self.run.resume_for(interrupt_id)
+
+    def tool_result(self, call_id: str) -> ToolResult | None:
+        """The client's answer to tool call *call_id*, if it sent one (`Run.tool_result`)."""
+        return self.run.tool_result(call_id)
+
+    def tool_results(self, name: str | None = None) -> tuple[ToolResult, ...]:
+        """The tool results sent since the user's last message (`Run.tool_results`)."""
+        return self.run.tool_results(name)
 
     def state(self) -> Any:
         """The run's state (`Run.state`)."""

@@ -370,7 +370,7 @@ class Messages(Entities):
 class ToolCalls(Entities):
     """Tool calls: their owner may come from their parent message, and results answer them."""
 
-    __slots__ = ("_history_roles", "history", "known", "messages", "roles")
+    __slots__ = ("_history_roles", "answered", "history", "known", "messages", "roles", "started")
 
     def __init__(
         self,
@@ -395,6 +395,9 @@ class ToolCalls(Entities):
         self.roles = roles  # strict: the roles of messages that are not the assistant's
         self.history = history  # strict: the messages the client held before the stream
         self._history_roles: dict[str, str] | None = None  # built from it when first needed
+        # Strict, per run: the calls started and the calls answered, for pendingToolCallIds.
+        self.started: set[str] = set()
+        self.answered: set[str] = set()
 
     def on_continue(self, event: Any) -> Found:
         """Check a TOOL_CALL_ARGS: `Entities.on_continue` with the tool call's id."""
@@ -466,8 +469,10 @@ class ToolCalls(Entities):
                 tag = None if inherited is MISSING else inherited
             self.owners[eid] = owner = tag
         self.opened[eid] = owner
-        if owner is not None and self.strict:
-            self.owned.own(owner, "tool call", eid)
+        if self.strict:
+            self.started.add(eid)
+            if owner is not None:
+                self.owned.own(owner, "tool call", eid)
         return created
 
     # ------------------------------------------------------------------ results
@@ -492,6 +497,25 @@ class ToolCalls(Entities):
         self.messages[event.message_id] = event.subagent_run_id
         if self.strict:
             self.roles[event.message_id] = "tool"
+            self.answered.add(event.tool_call_id)
+
+    def check_pending(self, pending: tuple[str, ...]) -> list[Violation]:
+        """Strict: ``pendingToolCallIds`` names calls this run started, left unanswered, once."""
+        found: list[Violation] = []
+        seen: set[str] = set()
+        for tid in pending:
+            if tid in seen:
+                rule = Rule.PENDING_TOOL_CALL_DUPLICATE
+            elif tid not in self.started:
+                rule = Rule.PENDING_TOOL_CALL_UNKNOWN
+            elif tid in self.answered:
+                rule = Rule.PENDING_TOOL_CALL_ANSWERED
+            else:
+                seen.add(tid)
+                continue
+            seen.add(tid)
+            found.append(rule("RUN_FINISHED", (tid,), tid=tid))
+        return found
 
 
 class Steps(Group):

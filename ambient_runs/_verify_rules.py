@@ -291,6 +291,27 @@ class Rule(enum.Enum):
         "'TOOL_CALL_END' first.",
         False,
     )
+    PENDING_TOOL_CALL_UNKNOWN = (
+        "pending-tool-call-unknown",
+        "A success outcome's pendingToolCallIds names a tool call this run did not start.",
+        "Cannot send 'RUN_FINISHED': pendingToolCallIds names tool call '{tid}', which this run "
+        "did not start. List only the calls this run made and left for the client to answer.",
+        False,
+    )
+    PENDING_TOOL_CALL_ANSWERED = (
+        "pending-tool-call-answered",
+        "A success outcome's pendingToolCallIds names a tool call this run answered.",
+        "Cannot send 'RUN_FINISHED': pendingToolCallIds names tool call '{tid}', which this run "
+        "answered with 'TOOL_CALL_RESULT'. A pending call is one the client answers.",
+        False,
+    )
+    PENDING_TOOL_CALL_DUPLICATE = (
+        "pending-tool-call-duplicate",
+        "A success outcome's pendingToolCallIds names a tool call twice.",
+        "Cannot send 'RUN_FINISHED': pendingToolCallIds names tool call '{tid}' more than once. "
+        "List each pending call once, in the order the calls were made.",
+        False,
+    )
     SUBAGENT_OPEN_AT_FINISH = (
         "subagent-open-at-finish",
         "SUBAGENT_FINISHED while the subagent still owns open messages, reasoning, tool calls, "

@@ -11,6 +11,7 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
     ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
     ├── ProtocolError (ValueError)          an event that breaks AG-UI 1.0 sequencing
     ├── NoActiveRunError (LookupError)      an emitter called outside any run
+    ├── UnknownToolError (LookupError)      a frontend call to a tool the client did not offer
     ├── HandleClosedError (RuntimeError)    a continuation on a handle already ended
     ├── MissingExtraError (ImportError)     an optional integration imported without its extra
     ├── RelayError (RuntimeError)           a relayed agent's run failed, or its stream broke
@@ -46,6 +47,7 @@ __all__ = (
     "RelayError",
     "ResultWarning",
     "RunCancelledError",
+    "UnknownToolError",
 )
 
 
@@ -147,6 +149,17 @@ class NoActiveRunError(AmbientRunsError, LookupError):
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        Names the context-carrying helpers when raised in a worker thread.
+    """
+
+
+class UnknownToolError(AmbientRunsError, LookupError):
+    """
+    A frontend tool call named a tool the client did not offer in ``input.tools``.
+
+    The client can only run the tools it sent with the request (`Run.tools`);
+    the message lists them, and says how to call a tool of your own instead.
+
+    .. versionadded:: 0.2.0
     """
 
 

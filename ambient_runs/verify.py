@@ -30,6 +30,10 @@ client leaves unchecked; those violations have ``client_checked=False``:
   ``parentSubagentRunId``.
 - ``interrupt-id-duplicate``: interrupt ids are unique within a RUN_FINISHED
   interrupt outcome.
+- ``pending-tool-call-unknown``, ``pending-tool-call-answered`` and
+  ``pending-tool-call-duplicate``: a success outcome's ``pendingToolCallIds``
+  "agrees with the stream": each names, once, a tool call this run started
+  and did not answer with TOOL_CALL_RESULT (frontend tool calls).
 - ``suspended-without-interrupt``, ``suspended-interrupt-unknown`` and
   ``suspended-interrupt-owner``: checked at RUN_FINISHED, when the interrupts
   are known. A subagent that finished ``suspended`` in this run requires the
@@ -409,6 +413,8 @@ class Verifier:
         for records in (
             self._text.opened,
             self._tools.opened,
+            self._tools.started,
+            self._tools.answered,
             self._spans.opened,
             self._rmsgs.opened,
             self._message_owner,
@@ -457,8 +463,11 @@ class Verifier:
                         started_run_id=self._run_id,
                     )
                 )
-            if event.outcome is not None or self._subagents.suspended:
-                found.extend(self._subagents.check_suspensions(event.outcome))
+            outcome = event.outcome
+            if outcome is not None or self._subagents.suspended:
+                found.extend(self._subagents.check_suspensions(outcome))
+            if isinstance(outcome, ev.RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+                found.extend(self._tools.check_pending(outcome.pending_tool_call_ids))
         return tuple(found)
 
     def _still_open(self) -> Violation | None:

@@ -84,6 +84,11 @@ class ClientRun(TypedDict, total=False):
     forwardedProps, resume."""
     abortAfterEvents: int | None
     headers: dict[str, str]
+    answerTools: dict[str, Any]
+    """The application's frontend tools: after the run, each pending tool call whose tool is
+    named here gets a tool message (``<toolCallId>-result``) with this content (a string, or
+    any JSON value sent as its JSON text), appended to the agent's messages for the next run;
+    the run's entry lists them as ``executedTools``."""
 
 
 class ClientRunResult(TypedDict):

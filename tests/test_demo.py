@@ -11,13 +11,21 @@ import types
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from ambient_runs import events as ev
-from ambient_runs._demo import DEFAULT_QUESTION, main, research_agent
+from ambient_runs._demo import (
+    _ANSWER,
+    CONFIRM_TOOL,
+    DEFAULT_QUESTION,
+    TreePrinter,
+    main,
+    research_agent,
+)
 from ambient_runs._stream import stream
 from ambient_runs.asgi import AgentApp
-from ambient_runs.testing import assert_valid, make_input
+from ambient_runs.testing import assert_valid, make_input, wire
 
 SUMMARY = re.compile(r"^summary: (\d+) events, 3 subagents, \d+\.\d\d s$")
 
@@ -185,6 +193,88 @@ class TestResearchAgent:
 
         [snapshot] = [e for e in events if isinstance(e, ev.StateSnapshotEvent)]
         assert DEFAULT_QUESTION == snapshot.snapshot["question"]
+
+    async def test_offered_confirm_it_asks_to_save_and_stops(self) -> None:
+        """A client offering `confirm`: the answer, then the call, pending; the result is kept."""
+        offered = make_input(run_id="d1", user="heat?", tools=(CONFIRM_TOOL,))
+
+        events = [e async for e in stream(research_agent(0), offered)]
+
+        assert_valid(events)
+        [*_, last] = events
+        assert isinstance(last, ev.RunFinishedEvent)
+        assert isinstance(last.outcome, ev.RunFinishedSuccessOutcome)
+        [call_id] = last.outcome.pending_tool_call_ids or ()
+        [start] = [
+            e for e in events if isinstance(e, ev.ToolCallStartEvent) and e.tool_call_id == call_id
+        ]
+        assert ("confirm", None) == (start.tool_call_name, start.subagent_run_id)
+        assert not [
+            e
+            for e in events
+            if isinstance(e, ev.ToolCallResultEvent) and e.tool_call_id == call_id
+        ]
+        assert _ANSWER == last.result["answer"]
+
+    @pytest.mark.parametrize(
+        ("content", "saved"),
+        [
+            ('{"confirmed": true}', True),
+            ("true", True),
+            ("yes", True),
+            ("no", False),
+            ("{}", False),
+        ],
+    )
+    async def test_the_next_run_records_the_clients_decision(
+        self, content: str, saved: bool
+    ) -> None:
+        """Given the client's answer, the planner records it without researching again."""
+        call = ev.ToolCall(
+            id="d1-tool-7",
+            function=ev.FunctionCall(name="confirm", arguments='{"question": "Save?"}'),
+        )
+        history = (
+            ev.UserMessage(id="u1", content="heat?"),
+            ev.AssistantMessage(id="d1-tool-7", tool_calls=(call,)),
+            ev.ToolMessage(id="t1", tool_call_id="d1-tool-7", content=content),
+        )
+        state = {"question": "heat?", "status": "answered", "findings": {}, "sources": 6}
+        answered = make_input(run_id="d2", messages=history, tools=(CONFIRM_TOOL,), state=state)
+
+        events = [e async for e in stream(research_agent(0), answered)]
+
+        assert_valid(events)
+        assert not [e for e in events if isinstance(e, ev.SubagentStartedEvent)]
+        [change] = wire(
+            [e for e in events if isinstance(e, ev.StateDeltaEvent | ev.StateSnapshotEvent)]
+        )
+        final = (
+            change["snapshot"]
+            if change["type"] == "STATE_SNAPSHOT"
+            else jsonpatch.apply_patch(state, change["delta"])
+        )
+        assert {**state, "status": "done", "saved": saved} == final
+        said = [e.delta for e in events if isinstance(e, ev.TextMessageContentEvent)]
+        assert ["Saved to your notes." if saved else "Not saved."] == said
+        [*_, last] = events
+        assert isinstance(last, ev.RunFinishedEvent)
+        assert last.outcome is None
+
+
+class TestTreePending:
+    def test_prints_the_calls_the_client_must_answer(self) -> None:
+        """A success outcome with pending frontend calls prints a line per call."""
+        out = io.StringIO()
+        printer = TreePrinter(out, colour=False)
+        outcome = ev.RunFinishedSuccessOutcome(pending_tool_call_ids=("d1-tool-7",))
+
+        printer(ev.RunFinishedEvent(thread_id="t", run_id="d1", outcome=outcome))
+
+        assert [
+            "run finished: success",
+            "waiting for the client to answer tool call d1-tool-7",
+        ] == out.getvalue().splitlines()
 
 
 class TestServeDetached:

@@ -105,9 +105,14 @@ async def run_api() -> None:
             pass
         answer: str | None = await run.until_cancelled(write("draft", 2))
         resumed: ar.Resumption | None = run.resume_for("i-1")
+        answered: ar.ToolResult | None = run.tool_result("r0-tool-1")
+        turn: tuple[ar.ToolResult, ...] = sub.tool_results("confirm")
+        shown: ar.ToolCallHandle = ar.tool_call("show", frontend=True)
         events: list[ev.BaseEvent] = run.events.drain()
         run.say(3)  # type: ignore[arg-type]
-    del ambient_id, result_id, same, owner, answer, resumed, events
+        if answered is None:
+            ar.call_frontend_tool("confirm", {"question": "ok?"})
+    del ambient_id, result_id, same, owner, answer, resumed, answered, turn, shown, events
 
 
 @ar.subagent("typed")

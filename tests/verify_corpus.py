@@ -441,6 +441,48 @@ case(
     strict="tool-result-open-call",
 )
 case(
+    "frontend-tool-call-pending",
+    [
+        rs(),
+        *tool("f1", "s1"),
+        *tool("b1"),
+        result("tm", "b1"),
+        rf(outcome={"type": "success", "pendingToolCallIds": ["f1"]}),
+    ],
+)
+case(
+    "frontend-tool-call-pending-chunk",
+    [rs(), tchunk("f1", "confirm"), rf(outcome={"type": "success", "pendingToolCallIds": ["f1"]})],
+)
+case(
+    "pending-tool-call-unknown",
+    [rs(), *tool("c"), rf(outcome={"type": "success", "pendingToolCallIds": ["c", "other"]})],
+    strict="pending-tool-call-unknown",
+)
+case(
+    "pending-tool-call-from-history",
+    [
+        rs(input={"threadId": "t", "runId": "r", "messages": [with_calls("a1", "c0")]}),
+        rf(outcome={"type": "success", "pendingToolCallIds": ["c0"]}),
+    ],
+    strict="pending-tool-call-unknown",
+)
+case(
+    "pending-tool-call-answered",
+    [
+        rs(),
+        *tool("c"),
+        result("tm", "c"),
+        rf(outcome={"type": "success", "pendingToolCallIds": ["c"]}),
+    ],
+    strict="pending-tool-call-answered",
+)
+case(
+    "pending-tool-call-duplicate",
+    [rs(), *tool("c"), rf(outcome={"type": "success", "pendingToolCallIds": ["c", "c"]})],
+    strict="pending-tool-call-duplicate",
+)
+case(
     "tool-result-for-history-call",
     [
         rs(input={"threadId": "t", "runId": "r", "messages": [with_calls("a1", "c0")]}),

@@ -7,7 +7,8 @@ import asyncio
 from _node import aclient_run
 from _uvicorn_server import E2E, serving
 
-from ambient_runs._demo import research_agent
+from ambient_runs import to_wire
+from ambient_runs._demo import CONFIRM_TOOL, research_agent
 from ambient_runs.asgi import AgentApp
 
 pytestmark = E2E
@@ -68,3 +69,43 @@ class TestDemoServed:
             [usage] = run["events"][-1]["usage"]
             assert ("scripted", 240) == (usage["provider"], usage["inputTokens"])
         assert ["Earlier?", "Heat pump or boiler?", "And in a flat?"] == result["state"]["asked"]
+
+    async def test_offered_confirm_the_demo_asks_and_the_next_run_records_the_answer(
+        self,
+    ) -> None:
+        """A client offering `confirm`: run 1 asks to save, the client says yes, run 2 saves."""
+        confirm = to_wire(CONFIRM_TOOL)
+        question = {"id": "u1", "role": "user", "content": "Heat pump or boiler?"}
+        runs = [
+            {
+                "input": {
+                    "threadId": "demo",
+                    "runId": "c1",
+                    "messages": [question],
+                    "tools": [confirm],
+                },
+                "answerTools": {"confirm": {"confirmed": True}},
+            },
+            {"input": {"runId": "c2", "tools": [confirm]}},
+        ]
+        async with serving(AgentApp(research_agent(pace=0), keep_alive=15)) as url:
+            async with asyncio.timeout(60):
+                result = await aclient_run(url, runs)
+
+        asked, saved = result["runs"]
+        for run in (asked, saved):
+            assert (None, None, [], []) == (
+                run["error"],
+                run["runFailed"],
+                run["warnings"],
+                run["consoleErrors"],
+            )
+        [finished] = asked["runFinished"]
+        [executed] = asked["executedTools"]
+        assert ([executed["toolCallId"]], {"question": "Save this answer to your notes?"}) == (
+            finished["pendingToolCallIds"],
+            executed["arguments"],
+        )
+        assert "SUBAGENT_STARTED" not in [e["type"] for e in saved["events"]]
+        assert ("done", True) == (result["state"]["status"], result["state"]["saved"])
+        assert "Saved to your notes." == result["messages"][-1]["content"]

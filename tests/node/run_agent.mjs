@@ -5,7 +5,8 @@
 //    "threadId"?, "initialMessages"?, "initialState"?, "headers"?,   // agent-level defaults
 //    "runs": [{"input": {threadId?, runId?, messages?, state?, tools?, context?,
 //                        forwardedProps?, resume?},
-//              "abortAfterEvents": N | null, "headers": {...}}]}
+//              "abortAfterEvents": N | null, "headers": {...},
+//              "answerTools": {toolName: content, ...}}]}
 // ONE HttpAgent is built from the top-level fields, falling back to the first run's
 // input.threadId / input.messages / input.state; the runs then go in order through
 // `agent.runAgent({runId, tools, context, forwardedProps, resume})`, so messages, state and
@@ -13,6 +14,11 @@
 // input.messages / input.state / input.threadId, when given, replace the agent's own first
 // (setMessages / setState / threadId), i.e. they model the application editing the thread.
 // Per-run `headers` are merged over the agent-level ones for that run only.
+// `answerTools` plays the application's frontend tools: after the run, each pending tool call
+// (onRunFinishedEvent's pendingToolCallIds) whose tool is named there is "executed": a tool
+// message {id: "<toolCallId>-result", role: "tool", toolCallId, content} is appended with
+// agent.addMessage (content: the string given, or JSON.stringify of any other value), so the
+// next run sends it. Calls to tools not named there stay unanswered.
 //
 // HttpAgent POSTs the RunAgentInput that prepareRunAgentInput builds (threadId, runId,
 // protocolVersion, tools, context, forwardedProps, state, messages minus activity messages,
@@ -33,6 +39,8 @@
 //   messages, state, pendingInterrupts   the agent after the run
 //   request          {url, method, headers, body} as sent
 //   aborted          whether abortAfterEvents fired
+//   executedTools    [{toolCallId, name, arguments, content}] answered through answerTools
+//                    (arguments: the call's argument text, JSON-parsed when it parses)
 //   warnings, consoleErrors   captured console output
 // stdout carries nothing but that JSON.
 
@@ -101,6 +109,33 @@ function errorFields(err) {
     };
   }
   return { error: format(err), errorName: null, errorStatus: null, errorPayload: null };
+}
+
+/** Run the application's side of frontend tools: answer each pending call named in `answers`. */
+function answerFrontendTools(agent, runFinished, answers) {
+  const executed = [];
+  const last = runFinished[runFinished.length - 1];
+  if (!last || last.outcome !== "success") return executed;
+  const calls = new Map();
+  for (const message of agent.messages) {
+    if (message.role !== "assistant") continue;
+    for (const call of message.toolCalls ?? []) calls.set(call.id, call);
+  }
+  for (const toolCallId of last.pendingToolCallIds ?? []) {
+    const call = calls.get(toolCallId);
+    if (!call || !Object.hasOwn(answers, call.function.name)) continue;
+    const answer = answers[call.function.name];
+    const content = typeof answer === "string" ? answer : JSON.stringify(answer);
+    let args = call.function.arguments;
+    try {
+      args = JSON.parse(args);
+    } catch {
+      // not JSON: report the text as it is
+    }
+    agent.addMessage({ id: `${toolCallId}-result`, role: "tool", toolCallId, content });
+    executed.push({ toolCallId, name: call.function.name, arguments: args, content });
+  }
+  return executed;
 }
 
 async function readStdin() {
@@ -184,6 +219,8 @@ async function main() {
     // Let void-ed background work (onFinalize, setMessages notifications) settle.
     await new Promise((resolve) => setImmediate(resolve));
     agent.recorder = null;
+    const executedTools = answerFrontendTools(agent, runFinished, run.answerTools ?? {});
+    await new Promise((resolve) => setImmediate(resolve));
 
     runs.push({
       events: recorder.events,
@@ -197,6 +234,7 @@ async function main() {
       pendingInterrupts: jsonCopy(agent.pendingInterrupts),
       request: recorder.request,
       aborted: recorder.aborted,
+      executedTools,
       warnings: sink.warnings,
       consoleErrors: sink.consoleErrors,
     });
