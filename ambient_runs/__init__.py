@@ -28,6 +28,7 @@ from ambient_runs._emit import (
     drain,
     emit,
     message,
+    publish_messages,
     publish_state,
     reasoning,
     say,
@@ -50,6 +51,7 @@ from ambient_runs._stream import EventStream, StreamStatistics, stream
 from ambient_runs._subagent import Subagent, SubagentSpec
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, json_form, register_json_form, to_wire
+from ambient_runs.conversations import MemoryThreadStore, ThreadStore, merge_history
 from ambient_runs.errors import (
     AgentError,
     AmbientRunsError,
@@ -60,6 +62,7 @@ from ambient_runs.errors import (
     InvalidInputError,
     InvalidJSONError,
     LeftOpenWarning,
+    MessagesNotRecordedError,
     MissingExtraError,
     NoActiveRunError,
     ProtocolError,
@@ -88,7 +91,9 @@ __all__ = [
     "InvalidInputError",
     "InvalidJSONError",
     "LeftOpenWarning",
+    "MemoryThreadStore",
     "MessageHandle",
+    "MessagesNotRecordedError",
     "MissingExtraError",
     "NoActiveRunError",
     "ProtocolError",
@@ -105,6 +110,7 @@ __all__ = [
     "Subagent",
     "SubagentSpec",
     "Thread",
+    "ThreadStore",
     "ToolCallHandle",
     "__version__",
     "activity",
@@ -118,7 +124,9 @@ __all__ = [
     "from_wire",
     "interrupt",
     "json_form",
+    "merge_history",
     "message",
+    "publish_messages",
     "publish_state",
     "reasoning",
     "register_json_form",

@@ -44,6 +44,7 @@ from ambient_runs._wire import ENCODABLE, check_encodable
 from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
+    from ambient_runs._history import History
     from ambient_runs._state import RunState
 
 __all__ = (
@@ -127,6 +128,7 @@ class Pipeline:
         "drain_hook",
         "error_policy",
         "finished",
+        "history",
         "lock",
         "message_owners",
         "pending_interrupts",
@@ -178,6 +180,9 @@ class Pipeline:
         self.state = state
         #: The token usage recorded in the run, summed per provider and model.
         self.usage = UsageTotals()
+        #: The run's conversation (``_history.History``), fed every delivered event;
+        #: None when the run does not record its messages.
+        self.history: History | None = None
 
     # ------------------------------------------------------------------ the path of an event
 
@@ -208,15 +213,22 @@ class Pipeline:
             if self._taps:
                 for tap in self._taps:
                     tap(event)
+            history = self.history
+            if history is not None:
+                history.record(event)
 
-    def send_checked(self, event: ev.BaseEvent) -> None:
+    def send_checked(
+        self, event: ev.TextMessageContentEvent, record: Callable[[str], object] | None
+    ) -> None:
         """
         `send`, for an event whose strings the caller has already found encodable.
 
         `MessageHandle.write`'s hot path: its message id and owner were checked
         when the message opened, and it checks each delta itself, so the
         per-event encodability check is skipped. With transformers, their
-        output is checked as `send` checks it.
+        output is checked as `send` checks it. *record* is the open message's
+        text buffer's write (``History.writer``): the delta goes there once
+        delivered, instead of through `History.record`.
         """
         with self.lock:
             if self.finished or self._transformers:
@@ -229,6 +241,8 @@ class Pipeline:
             if self._taps:
                 for tap in self._taps:
                     tap(event)
+            if record is not None:
+                record(event.delta)
 
     def finish(self, event: ev.BaseEvent, *, late: bool = False) -> None:
         """
@@ -301,6 +315,8 @@ class Pipeline:
         self._sink(event)
         for tap in self._taps:
             tap(event)
+        if self.history is not None:
+            self.history.record(event)
 
     def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
         batch = [event]
