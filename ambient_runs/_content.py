@@ -160,7 +160,7 @@ class MessageHandle(Handle):
         )
         history = self._pipeline.history
         #: Where the history keeps this message's text (None: not recorded).
-        self._record = None if history is None else history.writer(message_id)
+        self._record = None if history is None else history.text_of(message_id)
 
     def write(self, delta: str) -> None:
         """

@@ -22,19 +22,21 @@ after its transformers and its verifier, the way the official client's reducer
 Each message the run makes carries the ``subagentRunId`` of the event that
 made it: its attribution, as the client holds it.
 
-Cost. The text of a message is written into one ``io.StringIO`` while the
-message is open, so a streamed message keeps no object per delta, only its
-text; on ``*_END`` the text is read out once and the buffer dropped. The
-message-write hot path (`MessageHandle.write`) calls the buffer's ``write``
-directly (`writer`); every other event goes through `record` (one dict lookup
-by event class). The tuple `messages` returns is cached while no message is
+Cost. The deltas of an open message are appended to a list that is joined
+into one chunk every `COMPACT_EVERY` deltas, so a streamed message keeps at
+most that many delta objects, and otherwise its text; on ``*_END`` the chunks
+are joined once and dropped. (``io.StringIO`` is no better: on CPython 3.11
+its accumulator keeps up to 100,000 written strings before it joins them.)
+The message-write hot path (`MessageHandle.write`, through
+``Pipeline.send_checked``) appends to the open message's `Text` inline
+(`text_of`); every other event goes through `record` (one dict lookup by
+event class). The tuple `messages` returns is cached while no message is
 open.
 """
 
 from __future__ import annotations
 
 import copy
-import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,7 +46,10 @@ import jsonpatch
 from ambient_runs import events as ev
 from ambient_runs._wire import to_wire
 
-__all__ = ("History", "catch_up")
+__all__ = ("COMPACT_EVERY", "History", "Text", "catch_up")
+
+#: A streamed text's pending deltas are joined into one chunk when they reach this many.
+COMPACT_EVERY = 256
 
 _ROLES: dict[str | None, type[ev.Message]] = {
     None: ev.AssistantMessage,
@@ -55,17 +60,47 @@ _ROLES: dict[str | None, type[ev.Message]] = {
 }
 
 
-class _Text:
-    """The text of an open message or call: what it had, and a buffer for what comes."""
+class Text:
+    """
+    The text of an open message or call: what it had (*prefix*), and what is written since.
 
-    __slots__ = ("buffer", "prefix")
+    Written deltas wait in `parts` until `COMPACT_EVERY` of them are joined
+    into one of `chunks` (`compact`); ``Pipeline.send_checked`` does that
+    append and check inline, `write` is the same for everyone else.
+    """
+
+    __slots__ = ("chunks", "parts", "prefix")
 
     def __init__(self, prefix: str | None) -> None:
         self.prefix = prefix
-        self.buffer = io.StringIO(newline="")  # no newline translation: the fastest write
+        self.parts: list[str] = []
+        self.chunks: list[str] = []
+
+    def write(self, delta: str) -> None:
+        parts = self.parts
+        parts.append(delta)
+        if len(parts) >= COMPACT_EVERY:
+            self.compact()
+
+    def compact(self) -> None:
+        """Join the pending deltas into one chunk."""
+        self.chunks.append("".join(self.parts))
+        self.parts.clear()
+
+    def clear(self, prefix: str | None) -> None:
+        """Start again from *prefix* (a snapshot replaced the message, still streaming)."""
+        self.prefix = prefix
+        self.parts.clear()
+        self.chunks.clear()
 
     def value(self) -> str | None:
-        written = self.buffer.getvalue()
+        """The text so far; the chunks become one, so reading again costs no new join."""
+        if self.parts:
+            self.compact()
+        chunks = self.chunks
+        if len(chunks) > 1:
+            chunks[:] = ["".join(chunks)]
+        written = chunks[0] if chunks else ""
         if self.prefix is None:
             return written or None
         return self.prefix + written
@@ -81,7 +116,7 @@ class _Call:
         self.name = name
         self.arguments = arguments
         self.rest = rest  # encrypted_value, metadata
-        self.text: _Text | None = None
+        self.text: Text | None = None
 
     @classmethod
     def of(cls, call: ev.ToolCall) -> _Call:
@@ -110,7 +145,7 @@ class _Draft:
     def __init__(self, cls: type[ev.Message], **fields: Any) -> None:
         self.cls = cls
         self.fields = fields
-        self.text: _Text | None = None
+        self.text: Text | None = None
         calls = fields.pop("tool_calls", None)
         self.calls: list[_Call] | None = None if calls is None else [_Call.of(c) for c in calls]
 
@@ -198,7 +233,7 @@ class History:
             self._by_id.setdefault(message.id, message)
         self._calls: dict[str, tuple[_Draft, _Call]] = {}
         #: Open texts by (kind, id): "text" and "reasoning" messages, "args" of calls.
-        self._open: dict[tuple[str, str], _Text] = {}
+        self._open: dict[tuple[str, str], Text] = {}
         #: The id each chunk lane (kind, owner) streams, for chunks that omit it.
         self._lanes: dict[tuple[str, str | None], str] = {}
         self._cache: tuple[ev.Message, ...] | None = tuple(before)
@@ -215,10 +250,9 @@ class History:
             self._cache = built
         return built
 
-    def writer(self, message_id: str) -> Callable[[str], object] | None:
-        """The write of open text message *message_id*'s buffer (the hot path), or None."""
-        text = self._open.get(("text", message_id))
-        return None if text is None else text.buffer.write
+    def text_of(self, message_id: str) -> Text | None:
+        """The `Text` of open text message *message_id* (for the hot path), or None."""
+        return self._open.get(("text", message_id))
 
     # ------------------------------------------------------------------ entries
 
@@ -275,7 +309,7 @@ class History:
         if key in self._open:
             return
         content = draft.fields.pop("content", None)
-        draft.text = text = _Text(content if isinstance(content, str) else None)
+        draft.text = text = Text(content if isinstance(content, str) else None)
         self._open[key] = text
 
     def _close_text(self, kind: str, message_id: str) -> None:
@@ -292,7 +326,7 @@ class History:
     def _write(self, kind: str, message_id: str, delta: str) -> None:
         text = self._open.get((kind, message_id))
         if text is not None:
-            text.buffer.write(delta)
+            text.write(delta)
 
     def _on_text_start(self, event: ev.TextMessageStartEvent) -> None:
         self._start_message("text", event.message_id, event.role, event.name, event)
@@ -394,7 +428,7 @@ class History:
         if holder.calls is None:
             holder.calls = []
         call = _Call(call_id, name)
-        call.text = text = _Text("")
+        call.text = text = Text("")
         _merge_metadata(call.rest, event)
         holder.calls.append(call)
         self._calls[call_id] = (holder, call)
@@ -558,7 +592,7 @@ class History:
             del self._open[key]
 
     def _carry_open(self, entry: _Entry, replacement: ev.Message) -> _Entry:
-        """*replacement*, still streaming what *entry* had open (the same buffers)."""
+        """*replacement*, still streaming what *entry* had open (the same `Text` objects)."""
         if not isinstance(entry, _Draft):
             return replacement
         open_ = self._open
@@ -569,16 +603,12 @@ class History:
         draft = _Draft.of(replacement)
         for text in texts:
             content = draft.fields.pop("content", None)
-            text.prefix = content if isinstance(content, str) else None
-            text.buffer.seek(0)
-            text.buffer.truncate()
+            text.clear(content if isinstance(content, str) else None)
             draft.text = text
         for call in calls:
             new = next((c for c in draft.calls or () if c.id == call.id), None)
             if new is not None and call.text is not None:
-                call.text.prefix = new.arguments
-                call.text.buffer.seek(0)
-                call.text.buffer.truncate()
+                call.text.clear(new.arguments)
                 new.text = call.text
         return draft
 

@@ -44,7 +44,7 @@ from ambient_runs._wire import ENCODABLE, check_encodable
 from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from ambient_runs._history import History
+    from ambient_runs._history import History, Text
     from ambient_runs._state import RunState
 
 __all__ = (
@@ -217,18 +217,17 @@ class Pipeline:
             if history is not None:
                 history.record(event)
 
-    def send_checked(
-        self, event: ev.TextMessageContentEvent, record: Callable[[str], object] | None
-    ) -> None:
+    def send_checked(self, event: ev.TextMessageContentEvent, text: Text | None) -> None:
         """
         `send`, for an event whose strings the caller has already found encodable.
 
         `MessageHandle.write`'s hot path: its message id and owner were checked
         when the message opened, and it checks each delta itself, so the
         per-event encodability check is skipped. With transformers, their
-        output is checked as `send` checks it. *record* is the open message's
-        text buffer's write (``History.writer``): the delta goes there once
-        delivered, instead of through `History.record`.
+        output is checked as `send` checks it. *text* is the open message's
+        `Text` in the run's history (``History.text_of``): once delivered, the
+        delta is appended to it here, inline (``Text.write``'s two lines,
+        without its call), instead of through `History.record`.
         """
         with self.lock:
             if self.finished or self._transformers:
@@ -241,8 +240,11 @@ class Pipeline:
             if self._taps:
                 for tap in self._taps:
                     tap(event)
-            if record is not None:
-                record(event.delta)
+            if text is not None:
+                parts = text.parts
+                parts.append(event.delta)
+                if len(parts) >= 256:  # COMPACT_EVERY, a constant here: no global lookup
+                    text.compact()
 
     def finish(self, event: ev.BaseEvent, *, late: bool = False) -> None:
         """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from ag_ui.core import MessagesSnapshotEvent
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs._history import COMPACT_EVERY
 from ambient_runs.asgi import AgentApp
 from ambient_runs.testing import assert_valid, make_input, wire
 
@@ -293,6 +295,45 @@ class TestWhatIsRecorded:
             assert run.messages == sub.messages
 
 
+class TestTheHotPath:
+    def test_a_streamed_message_keeps_its_text_not_its_deltas(self) -> None:
+        """Past `COMPACT_EVERY` pending deltas the history joins them: no delta is kept."""
+        with ar.Run(make_input(), sink=lambda event: None) as run, ar.message() as m:
+            deltas = [f"piece {i} " for i in range(4 * COMPACT_EVERY)]
+            before = [sys.getrefcount(d) for d in deltas]
+            for delta in deltas:
+                m.write(delta)
+            del delta
+            after = [sys.getrefcount(d) for d in deltas]
+            held = [a - b for a, b in zip(after, before, strict=True)]
+
+        assert [0] * len(deltas) == held
+        assert "".join(deltas) == run.messages[-1].content
+
+    def test_at_most_compact_every_deltas_wait_to_be_joined(self) -> None:
+        """Between joins, the pending deltas are held: never more than `COMPACT_EVERY`."""
+        with ar.Run(make_input(), sink=lambda event: None), ar.message() as m:
+            deltas = [f"piece {i} " for i in range(COMPACT_EVERY + 10)]
+            before = [sys.getrefcount(d) for d in deltas]
+            for delta in deltas:
+                m.write(delta)
+            del delta
+            after = [sys.getrefcount(d) for d in deltas]
+            held = [a - b for a, b in zip(after, before, strict=True)]
+            m.write("end")
+
+        assert [0] * COMPACT_EVERY + [1] * 10 == held
+
+    def test_a_transformer_added_mid_message_records_each_delta_once(self) -> None:
+        """Fast path before, the transformers' path after: every delta once, in order."""
+        with ar.Run(make_input()) as run, ar.message() as m:
+            m.write("fast, ")
+            run.add_transformer(lambda event: event)
+            m.write("then transformed")
+
+        assert "fast, then transformed" == run.messages[-1].content
+
+
 class TestRecordingOff:
     def test_messages_are_those_before_the_run(self) -> None:
         """With ``record_messages=False`` nothing is kept: `messages` is the input's."""
@@ -559,6 +600,47 @@ class TestAgentAppThreads:
 
         assert ("RUN_ERROR", "mine") == (events[-1]["type"], events[-1]["code"])
         assert ["partial"] == [m.content for m in await store.load("t")]
+
+    async def test_a_run_cancelled_by_a_disconnect_is_saved(self) -> None:
+        """The client leaves mid-run: the run is cancelled and what it said is still saved."""
+        store = ar.MemoryThreadStore()
+        started = asyncio.Event()
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("before the client left")
+            started.set()
+            await run.cancelled()
+
+        app = AgentApp(agent, threads=store)
+        body = body_of("t", "r", [ev.UserMessage(id="u", content="hi")])
+        gone = asyncio.Event()
+        sent: list[dict[str, Any]] = []
+        requested = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/",
+            "headers": [(b"content-type", b"application/json")],
+        }
+        async with asyncio.timeout(10):
+            serving = asyncio.ensure_future(app(scope, receive, send))
+            await started.wait()
+            gone.set()
+            await serving
+
+        assert ["u", "r-msg-1"] == [m.id for m in await store.load("t")]
 
     async def test_a_failed_load_is_a_503_before_any_stream(self) -> None:
         """A store that cannot load answers 503 and never runs the agent."""
