@@ -24,9 +24,11 @@ made it: its attribution, as the client holds it.
 
 Cost. The deltas of an open message are appended to a list that is joined
 into one chunk every `COMPACT_EVERY` deltas, so a streamed message keeps at
-most that many delta objects, and otherwise its text; on ``*_END`` the chunks
-are joined once and dropped. (``io.StringIO`` is no better: on CPython 3.11
-its accumulator keeps up to 100,000 written strings before it joins them.)
+most that many delta objects, and otherwise its text; on ``*_END`` the last
+deltas are joined, and the chunks become one string when the history is first
+read (so a run that never reads it never holds the text twice).
+(``io.StringIO`` is no better: on CPython 3.11 its accumulator keeps up to
+100,000 written strings before it joins them.)
 The message-write hot path (`MessageHandle.write`, through
 ``Pipeline.send_checked``) appends to the open message's `Text` inline
 (`text_of`); every other event goes through `record` (one dict lookup by
@@ -308,20 +310,24 @@ class History:
         key = (kind, draft.id)
         if key in self._open:
             return
-        content = draft.fields.pop("content", None)
+        if draft.text is not None:  # ended before, its text not yet joined: reopened
+            content: Any = draft.text.value()
+        else:
+            content = draft.fields.pop("content", None)
         draft.text = text = Text(content if isinstance(content, str) else None)
         self._open[key] = text
 
     def _close_text(self, kind: str, message_id: str) -> None:
+        """
+        The message ended: its pending deltas are joined, the chunks stay.
+
+        Joining the chunks into the message's one string waits until the
+        history is read (`messages`): a run that never reads it never holds
+        the text twice.
+        """
         text = self._open.pop((kind, message_id), None)
-        if text is None:
-            return
-        draft = self._by_id.get(message_id)
-        if isinstance(draft, _Draft) and draft.text is text:
-            draft.fields["content"] = draft.text.value()
-            if draft.fields["content"] is None and draft.cls is not ev.AssistantMessage:
-                draft.fields["content"] = ""
-            draft.text = None
+        if text is not None and text.parts:
+            text.compact()
 
     def _write(self, kind: str, message_id: str, delta: str) -> None:
         text = self._open.get((kind, message_id))

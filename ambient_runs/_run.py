@@ -148,8 +148,8 @@ class Run(Emitters):
     builds its own ``messages`` (text, tool calls with their arguments, tool
     results, reasoning, activity), each carrying the ``subagentRunId`` of the
     scope that made it. `publish_messages` sends it as ``MESSAGES_SNAPSHOT``.
-    A streamed message costs its text, kept in one buffer while it is open,
-    and no object per delta; *record_messages* turns recording off.
+    A streamed message costs its text: its deltas are joined every 256 while
+    it is open, so none outlives its join; *record_messages* turns recording off.
 
     Args:
         input: The request, a `RunAgentInput` or its wire form (a dict).

@@ -279,7 +279,8 @@ class AgentApp:
             what the app declares itself (see `AgentApp.capabilities`), a field
             set to None withdraws it.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
-            *transformers*, *verify*, *state*, *state_type*, *echo_input*). A
+            *transformers*, *verify*, *state*, *state_type*, *echo_input*,
+            *record_messages*). A
             *state* is deep-copied for each run, so runs never share one object.
             A client's state that does not convert into the state type is
             refused with 422 ``"invalid state"``, each bad field named.

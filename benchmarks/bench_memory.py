@@ -255,7 +255,7 @@ def run(
                 "target": {"op": "<", "value": 64.0},
                 "note": (
                     f"one measurement in a fresh subprocess; the run's history holds the "
-                    f"message's {text_mb:.1f} MB of text (twice, briefly, when it ends)"
+                    f"message's {text_mb:.1f} MB of text"
                 ),
             },
             {

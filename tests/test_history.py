@@ -113,6 +113,11 @@ def metadata_and_reused_ids(run: ar.Run) -> None:
         ev.ToolCallStartEvent(tool_call_id="c10", tool_call_name="y", parent_message_id="fresh")
     )
     ar.emit(ev.ToolCallEndEvent(tool_call_id="c10"))
+    with ar.message(id="again") as first:  # ended, then opened again under its id
+        for i in range(600):
+            first.write(f"{i} ")
+    with ar.message(id="again") as second:
+        second.write("and more")
 
 
 def chunks(run: ar.Run) -> None:
