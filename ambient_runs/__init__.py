@@ -29,6 +29,7 @@ from ambient_runs._emit import (
     drain,
     emit,
     message,
+    publish_messages,
     publish_state,
     reasoning,
     say,
@@ -52,6 +53,7 @@ from ambient_runs._stream import EventStream, StreamStatistics, stream
 from ambient_runs._subagent import Subagent, SubagentSpec
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, json_form, register_json_form, to_wire
+from ambient_runs.conversations import MemoryThreadStore, ThreadStore, merge_history
 from ambient_runs.errors import (
     AgentError,
     AmbientRunsError,
@@ -62,6 +64,7 @@ from ambient_runs.errors import (
     InvalidInputError,
     InvalidJSONError,
     LeftOpenWarning,
+    MessagesNotRecordedError,
     MissingExtraError,
     NoActiveRunError,
     ProtocolError,
@@ -93,7 +96,9 @@ __all__ = [
     "InvalidInputError",
     "InvalidJSONError",
     "LeftOpenWarning",
+    "MemoryThreadStore",
     "MessageHandle",
+    "MessagesNotRecordedError",
     "MissingExtraError",
     "NoActiveRunError",
     "ProtocolError",
@@ -110,6 +115,7 @@ __all__ = [
     "Subagent",
     "SubagentSpec",
     "Thread",
+    "ThreadStore",
     "ToolCallHandle",
     "ToolResult",
     "UnknownToolError",
@@ -126,7 +132,9 @@ __all__ = [
     "from_wire",
     "interrupt",
     "json_form",
+    "merge_history",
     "message",
+    "publish_messages",
     "publish_state",
     "reasoning",
     "register_json_form",

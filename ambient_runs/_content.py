@@ -140,7 +140,7 @@ class MessageHandle(Handle):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_send_checked", "id", "role")
+    __slots__ = ("_record", "_send_checked", "id", "role")
     _what = "message"
 
     def __init__(
@@ -158,6 +158,9 @@ class MessageHandle(Handle):
                 subagent_run_id=self._owner,
             )
         )
+        history = self._pipeline.history
+        #: Where the history keeps this message's text (None: not recorded).
+        self._record = None if history is None else history.text_of(message_id)
 
     def write(self, delta: str) -> None:
         """
@@ -175,7 +178,7 @@ class MessageHandle(Handle):
             event = _content_event(message_id, delta, self._owner)
             if not delta.isascii() and lone_surrogate(delta) is not None:
                 check_encodable(event)  # raises InvalidEventError, naming the problem
-            self._send_checked(event)
+            self._send_checked(event, self._record)
         else:  # the constructor validates (a str subclass passes, anything else raises)
             self._send(
                 ev.TextMessageContentEvent(

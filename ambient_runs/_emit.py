@@ -18,6 +18,7 @@ from ambient_runs._emitters import (
     activity_in,
     emit_in,
     message_in,
+    publish_messages_in,
     reasoning_in,
     say_in,
     think_in,
@@ -39,6 +40,7 @@ __all__ = (
     "drain",
     "emit",
     "message",
+    "publish_messages",
     "publish_state",
     "reasoning",
     "say",
@@ -370,6 +372,29 @@ def publish_state() -> None:
     .. versionadded:: 0.1.0
     """
     publish_state_in(require("publish_state"))
+
+
+def publish_messages() -> None:
+    """
+    Send the ambient run's whole conversation as one ``MESSAGES_SNAPSHOT``.
+
+    The snapshot is `Run.messages`: the messages before the run and every
+    message the run has made so far (open ones with their text so far), each
+    with its ``subagentRunId``. The client replaces its messages with it
+    (same ids in place; those it omits are dropped, but for activity and
+    reasoning messages when it holds none of that role). Send it after
+    changing the conversation behind the client's back (a loaded thread, an
+    edited or summarised history), or before pausing on an interrupt, so a
+    client that reconnects later starts from it. ``MESSAGES_SNAPSHOT`` is not
+    attributable: called inside a subagent, it is the same run-wide event.
+
+    Raises:
+        MessagesNotRecordedError: The run was made with ``record_messages=False``.
+        NoActiveRunError: No run is ambient.
+
+    .. versionadded:: 0.2.0
+    """
+    publish_messages_in(require("publish_messages"))
 
 
 async def drain() -> None:

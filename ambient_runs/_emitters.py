@@ -20,7 +20,7 @@ from ambient_runs._frontend import call_frontend_tool_in, frontend_call_in
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
 from ambient_runs._usage import usage_in
 from ambient_runs._wire import check_encodable, refuse_reserved_metadata
-from ambient_runs.errors import InvalidEventError
+from ambient_runs.errors import InvalidEventError, MessagesNotRecordedError
 
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
@@ -30,6 +30,7 @@ __all__ = (
     "activity_in",
     "emit_in",
     "message_in",
+    "publish_messages_in",
     "reasoning_in",
     "say_in",
     "think_in",
@@ -137,6 +138,10 @@ class ContentEmitters:
             },
         )
 
+    def publish_messages(self) -> None:
+        """Send the run's conversation as ``MESSAGES_SNAPSHOT`` (`ar.publish_messages`)."""
+        publish_messages_in(self._emit_frame())
+
     def current_subagent_id(self) -> str | None:
         """
         Return the ``subagentRunId`` this emitter's events carry.
@@ -228,6 +233,21 @@ def message_in(
     handle = MessageHandle(frame, message_id or pipeline.new_message_id(), role, name)
     pipeline.message_owners[handle.id] = handle.owner
     return handle
+
+
+def publish_messages_in(frame: Frame) -> None:
+    """Send the conversation of *frame*'s run as ``MESSAGES_SNAPSHOT``."""
+    pipeline = frame.pipeline
+    history = pipeline.history
+    if history is None:
+        msg = (
+            "publish_messages() needs the run's history, and this run was made with "
+            "record_messages=False: make it with record_messages=True (the default), or "
+            "send your own ambient_runs.events.MessagesSnapshotEvent with emit()"
+        )
+        raise MessagesNotRecordedError(msg)
+    with pipeline.lock:
+        pipeline.send(ev.MessagesSnapshotEvent(messages=history.messages()))
 
 
 def emit_in(frame: Frame, raw: object) -> None:

@@ -44,6 +44,7 @@ from ambient_runs._wire import ENCODABLE, check_encodable
 from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
+    from ambient_runs._history import History, Text
     from ambient_runs._state import RunState
 
 __all__ = (
@@ -128,6 +129,7 @@ class Pipeline:
         "error_policy",
         "finished",
         "frontend_calls",
+        "history",
         "lock",
         "message_owners",
         "pending_interrupts",
@@ -182,6 +184,9 @@ class Pipeline:
         self.state = state
         #: The token usage recorded in the run, summed per provider and model.
         self.usage = UsageTotals()
+        #: The run's conversation (``_history.History``), fed every delivered event;
+        #: None when the run does not record its messages.
+        self.history: History | None = None
 
     # ------------------------------------------------------------------ the path of an event
 
@@ -212,15 +217,21 @@ class Pipeline:
             if self._taps:
                 for tap in self._taps:
                     tap(event)
+            history = self.history
+            if history is not None:
+                history.record(event)
 
-    def send_checked(self, event: ev.BaseEvent) -> None:
+    def send_checked(self, event: ev.TextMessageContentEvent, text: Text | None) -> None:
         """
         `send`, for an event whose strings the caller has already found encodable.
 
         `MessageHandle.write`'s hot path: its message id and owner were checked
         when the message opened, and it checks each delta itself, so the
         per-event encodability check is skipped. With transformers, their
-        output is checked as `send` checks it.
+        output is checked as `send` checks it. *text* is the open message's
+        `Text` in the run's history (``History.text_of``): once delivered, the
+        delta is appended to it here, inline (``Text.write``'s two lines,
+        without its call), instead of through `History.record`.
         """
         with self.lock:
             if self.finished or self._transformers:
@@ -233,6 +244,11 @@ class Pipeline:
             if self._taps:
                 for tap in self._taps:
                     tap(event)
+            if text is not None:
+                parts = text.parts
+                parts.append(event.delta)
+                if len(parts) >= 256:  # COMPACT_EVERY, a constant here: no global lookup
+                    text.compact()
 
     def finish(self, event: ev.BaseEvent, *, late: bool = False) -> None:
         """
@@ -305,6 +321,8 @@ class Pipeline:
         self._sink(event)
         for tap in self._taps:
             tap(event)
+        if self.history is not None:
+            self.history.record(event)
 
     def _transform(self, event: ev.BaseEvent) -> list[ev.BaseEvent]:
         batch = [event]

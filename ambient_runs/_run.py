@@ -18,6 +18,7 @@ from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._cancel import Cancellation
 from ambient_runs._frontend import ToolResult, tool_result_in, tool_results_in
+from ambient_runs._history import History, catch_up
 from ambient_runs._outcomes import (
     GENERIC_MESSAGE,
     ErrorDescriber,
@@ -147,6 +148,15 @@ class Run(Emitters):
     *state_type*; since the client holds it already, the first publish is a
     ``STATE_DELTA`` against it when that is smaller than a snapshot.
 
+    **Message history.** The run knows the conversation (`messages`): the
+    messages before it (the client's ``input.messages``, or *history*) and every
+    message it delivers, built from its events the way the official client
+    builds its own ``messages`` (text, tool calls with their arguments, tool
+    results, reasoning, activity), each carrying the ``subagentRunId`` of the
+    scope that made it. `publish_messages` sends it as ``MESSAGES_SNAPSHOT``.
+    A streamed message costs its text: its deltas are joined every 256 while
+    it is open, so none outlives its join; *record_messages* turns recording off.
+
     Args:
         input: The request, a `RunAgentInput` or its wire form (a dict).
         sink: Where events go; by default the in-memory `events` log.
@@ -168,6 +178,19 @@ class Run(Emitters):
             the client sees for *exc*, or None for the default; asked first, for
             every exception that ends the run or one of its subagents. One that
             raises is logged and the default applies.
+        history: The conversation before this run, in place of
+            ``input.messages``: a thread loaded from your store, merged with
+            what the client sent (`ambient_runs.merge_history` does what
+            ``AgentApp(threads=...)`` does). When it is not exactly the client's
+            messages (activity messages aside, which clients never send back),
+            the run sends it as ``MESSAGES_SNAPSHOT`` right after
+            ``RUN_STARTED`` (two, when the client holds some of it: a snapshot
+            keeps the client's messages where they are and appends new ones, so
+            the first holds only what comes before the client's first message),
+            so the client holds the same conversation, in the same order.
+        record_messages: Keep the run's history (`messages`, `publish_messages`).
+            Off, `messages` is only the conversation before the run, and
+            `publish_messages` raises `MessagesNotRecordedError`.
 
     Raises:
         InvalidInputError: The client's state does not convert into *state_type*;
@@ -176,7 +199,8 @@ class Run(Emitters):
 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
-       The run starts from the client's state; *state_type*.
+       The run starts from the client's state; *state_type*. The run records
+       its messages (`messages`, `publish_messages`); *history*, *record_messages*.
     """
 
     def __init__(
@@ -192,10 +216,20 @@ class Run(Emitters):
         request: Request | None = None,
         expose_errors: bool = False,
         describe_error: ErrorDescriber | None = None,
+        history: Sequence[ev.Message] | None = None,
+        record_messages: bool = True,
     ) -> None:
         if not isinstance(input, ev.RunAgentInput):
             input = ev.RunAgentInput.from_wire(input)
         self.input = input
+        before = input.messages if history is None else tuple(history)
+        for message in before:
+            if not isinstance(message, ev._MESSAGES):
+                msg = f"history holds {message!r}, which is not an ambient_runs.events message"
+                raise TypeError(msg)
+        self._before = before
+        #: What the run opens with when *history* is not what the client holds.
+        self._catch_up = () if history is None else tuple(catch_up(before, input.messages))
         self._log = EventLog() if sink is None else None
         verifier: Any = None
         if verify:
@@ -204,9 +238,7 @@ class Run(Emitters):
             # A resumed run may answer calls of earlier runs (TOOL_CALL_RESULT
             # against the original toolCallId): tell the verifier they exist, and
             # what the client holds (a tool call may not belong to its user's message).
-            verifier = Verifier(
-                known_tool_call_ids=_tool_call_ids(input.messages), history=input.messages
-            )
+            verifier = Verifier(known_tool_call_ids=_tool_call_ids(before), history=before)
         self._verifier = verifier
         self._state = initial_state(input.state, state, state_type)
         #: The run's event pipeline (``ambient_runs._pipeline.Pipeline``): ids, lock,
@@ -220,6 +252,8 @@ class Run(Emitters):
             _scopes.taps(),
             self._state,
         )
+        if record_messages:
+            self.pipeline.history = History(before)
         #: What clients learn of exceptions (*expose_errors*, *describe_error*).
         self.error_policy = ErrorPolicy(expose_errors, describe_error)
         self.pipeline.error_policy = self.error_policy
@@ -254,8 +288,30 @@ class Run(Emitters):
 
     @property
     def messages(self) -> tuple[ev.Message, ...]:
-        """Conversation history, oldest first."""
-        return self.input.messages
+        """
+        The conversation, oldest first: the messages before the run, then the run's own.
+
+        The messages before the run are the client's ``input.messages`` (or the
+        run's *history*); the run's own are every message it has delivered so
+        far, as the official client builds them from the same events: assistant
+        (and other roles') text, tool calls with their arguments on their
+        assistant message, tool results right after the message holding their
+        call, reasoning messages, activity messages, encrypted values and event
+        metadata merged in, a ``MESSAGES_SNAPSHOT`` applied. A message still
+        open has its text so far. **Attribution**: each message the run made
+        carries the ``subagent_run_id`` of the scope that opened it (None: the
+        parent agent), the protocol's own field, which the client keeps too and
+        which round-trips through ``MESSAGES_SNAPSHOT`` and a thread store.
+
+        What a transformer changed is what the history holds: it is built from
+        the events as delivered. With ``record_messages=False`` this is only
+        the conversation before the run.
+        """
+        history = self.pipeline.history
+        if history is None:
+            return self._before
+        with self.pipeline.lock:
+            return history.messages()
 
     def last_user_text(self) -> str | None:
         """
@@ -264,7 +320,7 @@ class Run(Emitters):
         None when the history holds no user message at all, which is distinct
         from a user who sent an empty one.
         """
-        for message in reversed(self.input.messages):
+        for message in reversed(self.messages):
             if isinstance(message, ev.UserMessage):
                 return message.text()
         return None
@@ -450,6 +506,8 @@ class Run(Emitters):
                     input=self.input if self._echo_input else None,
                 )
             )
+            for snapshot in self._catch_up:  # the history is not what the client holds
+                self.pipeline.send(snapshot)
         except BaseException:
             _scopes.leave(self._token, self._root, "run")
             raise

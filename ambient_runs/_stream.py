@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from ambient_runs.asgi import Request
 
-__all__ = ("Agent", "EventStream", "StreamStatistics", "checked_stream", "stream")
+__all__ = ("Agent", "EventStream", "StreamStatistics", "call_agent", "checked_stream", "stream")
 
 _log = logging.getLogger("ambient_runs")
 
@@ -338,17 +338,22 @@ class _AgentExit(RuntimeError):
         )
 
 
+async def call_agent(agent: Agent, run: Run) -> Any:
+    """Call *agent* with *run* in the run's task (a plain one in a worker thread); its result."""
+    try:
+        if _is_async(agent):
+            return await agent(run)
+        result = await run_in_executor(None, agent, run)  # in the run's context
+        if inspect.isawaitable(result):  # a plain function that returned a coroutine
+            result = await result
+        return result
+    except (SystemExit, KeyboardInterrupt) as exit:
+        raise _AgentExit(exit) from exit
+
+
 async def _drive(agent: Agent, run: Run) -> None:
     async with run:
-        try:
-            if _is_async(agent):
-                result = await agent(run)
-            else:
-                result = await run_in_executor(None, agent, run)  # in the run's context
-                if inspect.isawaitable(result):  # a plain function that returned a coroutine
-                    result = await result
-        except (SystemExit, KeyboardInterrupt) as exit:
-            raise _AgentExit(exit) from exit
+        result = await call_agent(agent, run)
         if result is not None:
             run.finish_with(result)
 

@@ -56,10 +56,12 @@ from ambient_runs._stream import (
     EventStream,
     _check_agent,
     _running_loop,
+    call_agent,
     checked_stream,
 )
 from ambient_runs._wire import problem_count
-from ambient_runs.errors import InvalidInputError, InvalidJSONError
+from ambient_runs.conversations import ThreadStore, merge_history
+from ambient_runs.errors import AgentError, InvalidInputError, InvalidJSONError
 from ambient_runs.stores import RunStore
 
 __all__ = ("AgentApp", "Headers", "Request")
@@ -259,6 +261,17 @@ class AgentApp:
         lease: With *store*, the seconds this worker's lease on a run lasts
             (renewed every third of it); when a worker dies, its runs end with
             ``RUN_ERROR`` code ``worker_lost`` this long after.
+        threads: A `ambient_runs.conversations.ThreadStore` (`MemoryThreadStore`,
+            or your own) holding each thread's conversation between runs: the
+            thread is loaded before each run and what the client sent merged
+            into it (`ambient_runs.merge_history`: stored messages first, the
+            client's copy of one replacing it in place, new ones after); the run
+            starts from that, opening with ``MESSAGES_SNAPSHOT`` when the client
+            did not already hold all of it; when the agent is done, before the
+            terminal event, the run's whole history (`Run.messages`) is saved.
+            A load that fails is a 503; a save that fails ends a run that would
+            have succeeded with ``RUN_ERROR`` code ``thread_store_error`` (see
+            ``ambient_runs.conversations``).
         capabilities: Declarations added to what ``GET …/capabilities``
             answers, in the protocol's ``AgentCapabilities`` shape and wire
             spelling (``{"identity": {"name": "researcher"}, "multiAgent":
@@ -266,7 +279,8 @@ class AgentApp:
             what the app declares itself (see `AgentApp.capabilities`), a field
             set to None withdraws it.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
-            *transformers*, *verify*, *state*, *state_type*, *echo_input*). A
+            *transformers*, *verify*, *state*, *state_type*, *echo_input*,
+            *record_messages*). A
             *state* is deep-copied for each run, so runs never share one object.
             A client's state that does not convert into the state type is
             refused with 422 ``"invalid state"``, each bad field named.
@@ -283,7 +297,7 @@ class AgentApp:
     .. versionchanged:: 0.2.0
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
        plain agents; `Run.request`; *store* and *lease* (detached runs);
-       *capabilities* and ``GET …/capabilities``.
+       *capabilities* and ``GET …/capabilities``; *threads*.
     """
 
     def __init__(
@@ -299,9 +313,24 @@ class AgentApp:
         store: RunStore | None = None,
         lease: float = 10.0,
         capabilities: Mapping[str, Any] | None = None,
+        threads: ThreadStore | None = None,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
+        if threads is not None:
+            if not isinstance(threads, ThreadStore):
+                msg = (
+                    f"threads must be a ThreadStore (async load(thread_id) and "
+                    f"save(thread_id, messages)), not {threads!r}"
+                )
+                raise TypeError(msg)
+            for owned in ("history", "record_messages"):
+                if owned in run_options:
+                    msg = (
+                        f"with threads=, AgentApp owns the run's {owned} (the thread's "
+                        f"conversation); do not pass {owned}="
+                    )
+                    raise TypeError(msg)
         if max_body < 0:
             msg = f"max_body must be >= 0, not {max_body}"
             raise ValueError(msg)
@@ -329,6 +358,9 @@ class AgentApp:
         options = {k: v for k, v in run_options.items() if k != "buffer"}
         inspect.signature(Run).bind(None, **options)  # a typo fails now, not per request
         self.agent = agent
+        #: Where each thread's conversation is kept between runs (None: nowhere).
+        self.threads = threads
+        self._agent = agent if threads is None else _saving(agent, threads)
         self.max_body = max_body
         self.body_timeout = body_timeout
         self.max_problems = max_problems
@@ -444,8 +476,19 @@ class AgentApp:
         options = self.run_options
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
+        if self.threads is not None:
+            try:
+                stored = await self.threads.load(input.thread_id)
+            except Exception:
+                _log.error(
+                    "thread %r: its store failed to load it", input.thread_id, exc_info=True
+                )
+                detail = "the thread's conversation could not be loaded; try again"
+                await self._reject(send, 503, "thread store unavailable", [detail], cors=cors)
+                return
+            options = {**options, "history": merge_history(stored, input.messages)}
         try:
-            events = checked_stream(self.agent, input, request=request, **options)
+            events = checked_stream(self._agent, input, request=request, **options)
         except InvalidInputError as error:  # the client's state is not the app's state type
             await self._reject(send, 422, "invalid state", error.problems, cors=cors)
             return
@@ -595,6 +638,30 @@ _CAPABILITY_FIELDS: dict[str, frozenset[str] | None] = {
     ),
     "custom": None,
 }
+
+
+def _saving(agent: Agent, threads: ThreadStore) -> Agent:
+    """*agent*, then the run's history saved to *threads*, however the agent ended."""
+
+    async def agent_then_save(run: Run) -> Any:
+        try:
+            result = await call_agent(agent, run)
+        except BaseException:
+            try:
+                await threads.save(run.thread_id, run.messages)
+            except Exception:
+                _log.error("thread %r: its store failed to save it", run.thread_id, exc_info=True)
+            raise
+        try:
+            await threads.save(run.thread_id, run.messages)
+        except Exception as error:
+            _log.error("thread %r: its store failed to save it", run.thread_id, exc_info=True)
+            msg = "the conversation could not be saved; the server's log has the details"
+            raise AgentError(msg, code="thread_store_error") from error
+        return result
+
+    agent_then_save.__qualname__ = getattr(agent, "__qualname__", repr(agent))
+    return agent_then_save
 
 
 def _known_capabilities(store: RunStore | None) -> dict[str, dict[str, Any]]:

@@ -41,6 +41,7 @@ __all__ = (
     "InvalidInputError",
     "InvalidJSONError",
     "LeftOpenWarning",
+    "MessagesNotRecordedError",
     "MissingExtraError",
     "NoActiveRunError",
     "ProtocolError",
@@ -168,6 +169,17 @@ class HandleClosedError(AmbientRunsError, RuntimeError):
     Content was sent through a message, reasoning or tool-call handle after it ended.
 
     .. versionadded:: 0.1.0
+    """
+
+
+class MessagesNotRecordedError(AmbientRunsError, RuntimeError):
+    """
+    `publish_messages` was called on a run made with ``record_messages=False``.
+
+    Such a run keeps no history of its own messages, and a ``MESSAGES_SNAPSHOT``
+    of only the messages before it would make the client drop the run's.
+
+    .. versionadded:: 0.2.0
     """
 
 

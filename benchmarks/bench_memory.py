@@ -10,7 +10,9 @@ two of its reads the agent gets to emit a burst. Only backpressure keeps the
 buffer bounded.
 
 Peak RSS is read after a short warm-up stream and again at the end; the growth
-is the figure. The peak is ``/proc/self/status``'s ``VmHWM`` on Linux (not
+is the figure (the run records its history: the message's text is kept, once,
+and a second run with ``record_messages=False`` shows the same without). The
+peak is ``/proc/self/status``'s ``VmHWM`` on Linux (not
 ``ru_maxrss``, which a child inherits from its parent across ``exec``), and
 ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` elsewhere; ``VmRSS`` is also
 sampled during the stream where available. A control run (in its
@@ -74,7 +76,9 @@ def _maxrss_mb() -> float:
     return rusage / (1024 * 1024) if sys.platform == "darwin" else rusage / 1024
 
 
-async def _stream_once(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
+async def _stream_once(
+    n_events: int, drain_every: int, buffer: int, *, history: bool = True
+) -> dict[str, Any]:
     import ambient_runs as ar
     from ambient_runs import _stream, sse
     from ambient_runs import events as ev
@@ -91,7 +95,7 @@ async def _stream_once(n_events: int, drain_every: int, buffer: int) -> dict[str
                     if drain_every and i % drain_every == 0:
                         await ar.drain()
 
-    events = stream(agent, INPUT, buffer=buffer, verify=True)
+    events = stream(agent, INPUT, buffer=buffer, verify=True, record_messages=history)
     received = 0
     encoded_bytes = 0
     sampled_peak = 0.0
@@ -120,11 +124,12 @@ async def _stream_once(n_events: int, drain_every: int, buffer: int) -> dict[str
     }
 
 
-def child(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
+def child(n_events: int, drain_every: int, buffer: int, *, history: bool = True) -> dict[str, Any]:
     """The measurement, in this process: warm up, then stream and compare peak RSS."""
-    asyncio.run(_stream_once(min(2000, n_events), drain_every, buffer))  # imports, caches
+    warm_up = _stream_once(min(2000, n_events), drain_every, buffer, history=history)
+    asyncio.run(warm_up)  # imports, caches
     before_peak, before_now = _maxrss_mb(), _rss_now_mb()
-    result = asyncio.run(_stream_once(n_events, drain_every, buffer))
+    result = asyncio.run(_stream_once(n_events, drain_every, buffer, history=history))
     after_peak = _maxrss_mb()
     result.update(
         n_events=n_events,
@@ -138,7 +143,9 @@ def child(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
     return result
 
 
-def _in_subprocess(n_events: int, drain_every: int, buffer: int) -> dict[str, Any]:
+def _in_subprocess(
+    n_events: int, drain_every: int, buffer: int, *, history: bool = True
+) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
@@ -149,6 +156,7 @@ def _in_subprocess(n_events: int, drain_every: int, buffer: int) -> dict[str, An
         str(drain_every),
         "--buffer",
         str(buffer),
+        *(() if history else ("--no-history",)),
     ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:
@@ -224,7 +232,9 @@ def run(
     """Measure in a subprocess; also a control (the same events, no drain) in another."""
     measured = _in_subprocess(n_events, drain_every, buffer)
     control = _in_subprocess(n_events, 0, buffer)
+    unrecorded = _in_subprocess(n_events, drain_every, buffer, history=False)
     growth = measured["peak_rss_growth_mb"]
+    text_mb = n_events * len(_DELTA) / 1e6
     held = kept(n_calls, n_runs)
     return {
         "title": TITLE,
@@ -243,7 +253,17 @@ def run(
                 "values": [growth],
                 "unit": "MB",
                 "target": {"op": "<", "value": 64.0},
-                "note": "one measurement in a fresh subprocess",
+                "note": (
+                    f"one measurement in a fresh subprocess; the run's history holds the "
+                    f"message's {text_mb:.1f} MB of text"
+                ),
+            },
+            {
+                "name": f"memory: the same, record_messages=False, {n_events:,} events",
+                "values": [unrecorded["peak_rss_growth_mb"]],
+                "unit": "MB",
+                "target": None,
+                "note": "no history: what recording the message's text costs is the difference",
             },
             {
                 "name": f"memory control: {control['n_events']:,} events, no drain",
@@ -293,8 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", type=int, required=True, metavar="N_EVENTS")
     parser.add_argument("--drain-every", type=int, default=100)
     parser.add_argument("--buffer", type=int, default=1024)
+    parser.add_argument("--no-history", action="store_true", help="record_messages=False")
     args = parser.parse_args(argv)
-    print(json.dumps(child(args.child, args.drain_every, args.buffer)))
+    result = child(args.child, args.drain_every, args.buffer, history=not args.no_history)
+    print(json.dumps(result))
     return 0
 
 

@@ -11,9 +11,13 @@ Candidates, each producing the same frames for the same deltas into a list:
   ``EventEncoder().encode(...)``, encoded to bytes as well;
 - ``floor``: a plain dict, ``json.dumps(d, separators=(",", ":"),
   ensure_ascii=False)``, the framing and ``.encode()``;
-- ``floor_orjson`` (only when orjson is installed): a dict and ``orjson.dumps``.
+- ``floor_orjson`` (only when orjson is installed): a dict and ``orjson.dumps``;
+- ``unrecorded``: ``ambient_runs`` again, on a second run made with
+  ``record_messages=False``: what recording the run's history (each delta
+  written to the open message's text buffer) costs on this path.
 
-Targets: ambient_runs ≤ 0.33x official and ≤ 1.5x the json floor.
+Targets: ambient_runs ≤ 0.33x official and ≤ 1.5x the json floor; recorded /
+unrecorded ≤ 1.10x.
 """
 
 from __future__ import annotations
@@ -68,6 +72,23 @@ def run(n_events: int = 2000, rounds: int = 30) -> dict[str, Any]:
         message_id, owner = handle.id, handle.owner
         assert owner is not None, "the message must be attributed to the subagent"
         assert run_._verifier is not None, "verification must be on"
+        assert run_.pipeline.history is not None, "the history is recorded by default"
+        bare_out: list[bytes] = []
+        bare_sink: Callable[[Any], object] = lambda e: bare_out.append(encode(e))  # noqa: E731
+        bare_run = scopes.enter_context(
+            ar.Run(INPUT, sink=bare_sink, verify=True, record_messages=False)
+        )
+        scopes.enter_context(ar.subagent("bench"))
+        bare = scopes.enter_context(ar.message())
+        assert bare_run.pipeline.history is None
+
+        def unrecorded() -> float:
+            bare_out.clear()
+            write = bare.write
+            start = time.perf_counter()
+            for delta in texts:
+                write(delta)
+            return (time.perf_counter() - start) / n_events
 
         def ours() -> float:
             out.clear()
@@ -114,6 +135,7 @@ def run(n_events: int = 2000, rounds: int = 30) -> dict[str, Any]:
             "ambient_runs": ours,
             "official": official,
             "floor": floor,
+            "unrecorded": unrecorded,
         }
         try:
             orjson: Any = importlib.import_module("orjson")
@@ -153,7 +175,9 @@ def run(n_events: int = 2000, rounds: int = 30) -> dict[str, Any]:
             "sse_encoder": encoder_name,
             "orjson_floor": "measured" if orjson is not None else "orjson not installed",
         }
+        checks["history_text_chars"] = len(run_.messages[-1].content or "")
         handle.end()
+        bare.end()
 
     figures = [
         figure(
@@ -167,6 +191,13 @@ def run(n_events: int = 2000, rounds: int = 30) -> dict[str, Any]:
             target=("<=", 1.5),
         ),
     ]
+    figures.append(
+        figure(
+            "pipeline: history recorded / record_messages=False",
+            ratios(samples, "ambient_runs", "unrecorded"),
+            target=("<=", 1.10),
+        )
+    )
     if "floor_orjson" in samples:
         figures.append(
             figure(

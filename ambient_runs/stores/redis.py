@@ -94,7 +94,9 @@ end
 
 # One batch, as one stream entry. KEYS: meta, events, lease, cancel.
 # ARGV: max_events, live ttl, final, retention, count, the events joined by newlines.
-_APPEND = _ADD_BATCH + """
+_APPEND = (
+    _ADD_BATCH
+    + """
 local meta = KEYS[1]
 local state = redis.call('HMGET', meta, 'last', 'end')
 if not state[1] then return -1 end
@@ -114,6 +116,7 @@ redis.call('PEXPIRE', meta, ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
 return last
 """
+)
 
 # The batches holding the events after a cursor, with the log's last and end, at once.
 # KEYS: meta, events. ARGV: after, limit (events), scan.
@@ -143,7 +146,9 @@ return out
 """
 
 # KEYS: meta, events, lease, cancel. ARGV: max_events, retention, event.
-_END_LOST = _ADD_BATCH + """
+_END_LOST = (
+    _ADD_BATCH
+    + """
 local meta = KEYS[1]
 if redis.call('EXISTS', meta) == 0 then return -1 end
 if redis.call('HEXISTS', meta, 'end') == 1 then return 0 end
@@ -156,6 +161,7 @@ redis.call('PEXPIRE', meta, ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+)
 
 # KEYS: meta, events, lease. ARGV: owner, lease ms, live ttl.
 _RENEW = """
