@@ -597,24 +597,58 @@ class Steps(Group):
 
 
 class Subagents(Group):
-    """The run's subagents: the active ones (with their parents), the finished, the suspended."""
+    """
+    The run's subagents: the active ones (with their parents), the started, the suspended.
 
-    __slots__ = ("active", "closed", "suspended")
+    A subagent that started in the run is remembered for the rest of it (its id
+    cannot be reused, and a child may name it as parent). Ids of the shape the
+    library mints, ``<run id>-sub-<n>`` (*n* a canonical decimal), cost no memory
+    per call: the numbers started are kept as how many started from 1 up without
+    a gap (`upto`), plus the few started out of that order (`above`), and the
+    next id in order is kept spelled out (`next_id`), so the common case costs
+    one string comparison. Any other id is kept in `started`.
+    """
+
+    __slots__ = ("above", "active", "next_id", "run_id", "started", "suspended", "upto")
 
     def __init__(self, owned: Owned, lanes: Lanes, *, strict: bool) -> None:
         self.owned, self.lanes, self.strict = owned, lanes, strict
         self.active: dict[str, Owner] = {}  # id -> parent subagent
-        self.closed: set[str] = set()
-        self.suspended: list[tuple[str, tuple[str, ...]]] = []  # strict: (id, interruptIds)
+        self.started: set[str] | None = None  # ids not of the minted shape (lazily)
+        self.run_id = ""  # minted ids are f"{run_id}-sub-{n}"; set by `begin`
+        self.upto = 0  # minted numbers 1..upto have all started in this run
+        self.above: set[int] | None = None  # minted numbers > upto + 1 started (lazily)
+        self.next_id: str | None = None  # the minted id numbered upto + 1, once upto > 0
+        # Strict: (id, interruptIds) of those that finished suspended (lazily).
+        self.suspended: list[tuple[str, tuple[str, ...]]] | None = None
+
+    def begin(self, run_id: str) -> None:
+        """Forget the last run's subagents; *run_id*'s mints ``<run_id>-sub-<n>``."""
+        self.active.clear()
+        self.started = self.above = self.suspended = None
+        self.run_id, self.upto, self.next_id = run_id, 0, None
 
     def clear(self) -> None:
-        self.active.clear()
-        self.closed.clear()
-        self.suspended.clear()
+        self.begin(self.run_id)
 
-    def started(self, sid: str) -> bool:
-        """Whether subagent *sid* has started in this run (it may have ended since)."""
-        return sid in self.active or sid in self.closed
+    def number(self, sid: object) -> int:
+        """The *n* of a minted-shape id ``<run id>-sub-<n>``, or 0 for any other id."""
+        run_id = self.run_id
+        if type(sid) is str and sid.startswith(run_id) and sid.startswith("-sub-", len(run_id)):
+            n = sid[len(run_id) + 5 :]
+            # Canonical decimal only (no sign, no leading zero, ASCII), so one id, one n.
+            if n.isascii() and n.isdigit() and n[0] != "0" and len(n) < 19:
+                return int(n)
+        return 0
+
+    def known(self, sid: str) -> bool:
+        """Whether *sid* has started in this run (it is active, or it ended)."""
+        if sid == self.next_id:  # the common case: the next minted id has not started
+            return False
+        n = self.number(sid)
+        if n:
+            return n <= self.upto or (self.above is not None and n in self.above)
+        return self.started is not None and sid in self.started
 
     # The scope hot path (every subagent invocation starts and ends one): the
     # generic handlers, inlined. SUBAGENT_STARTED is also the one opener that
@@ -642,9 +676,9 @@ class Subagents(Group):
         sid, parent = event.subagent_run_id, event.parent_subagent_run_id
         if sid in self.active:
             return (Rule.SUBAGENT_ACTIVE("SUBAGENT_STARTED", (sid,), sid=sid),)
-        if sid in self.closed:
+        if sid != self.next_id and self.known(sid):  # not active: it ended
             return (Rule.SUBAGENT_REUSED("SUBAGENT_STARTED", (sid,), sid=sid),)
-        if parent is not None and parent not in self.active and parent not in self.closed:
+        if parent is not None and parent not in self.active and not self.known(parent):
             return (
                 Rule.SUBAGENT_PARENT_UNKNOWN("SUBAGENT_STARTED", (sid, parent), parent=parent),
             )
@@ -653,6 +687,20 @@ class Subagents(Group):
     def apply_open(self, event: ev.SubagentStartedEvent) -> None:
         sid, parent = event.subagent_run_id, event.parent_subagent_run_id
         self.active[sid] = parent
+        n = self.upto + 1 if sid == self.next_id else self.number(sid)  # the hot path first
+        if n == self.upto + 1:  # the next minted id
+            self.upto = n
+            if self.above is not None:
+                self._gather()
+            self.next_id = f"{self.run_id}-sub-{self.upto + 1}"
+        elif n:  # minted-shape, out of order: an explicit id of that shape, or threads racing
+            if self.above is None:
+                self.above = set()
+            self.above.add(n)
+        else:
+            if self.started is None:
+                self.started = set()
+            self.started.add(sid)
         if parent is not None and self.strict:
             self.owned.own(parent, "subagent", sid)
 
@@ -676,14 +724,25 @@ class Subagents(Group):
     def apply_close(self, event: ev.SubagentFinishedEvent | ev.SubagentErrorEvent) -> None:
         sid = event.subagent_run_id
         parent = self.active.pop(sid)
-        self.closed.add(sid)
         if self.strict:
+            self.owned.pop(sid, None)  # its ledger: nothing reads it once it has ended
             if parent is not None:
                 self.owned.disown(parent, "subagent", sid)
             if isinstance(event, ev.SubagentFinishedEvent) and isinstance(
                 event.outcome, ev.SubagentFinishedSuspendedOutcome
             ):
+                if self.suspended is None:
+                    self.suspended = []
                 self.suspended.append((sid, event.outcome.interrupt_ids or ()))
+
+    def _gather(self) -> None:
+        """Move the numbers in `above` that follow `upto` without a gap into it."""
+        above = self.above
+        while above and self.upto + 1 in above:
+            self.upto += 1
+            above.discard(self.upto)
+        if not above:
+            self.above = None
 
     def check_suspensions(self, outcome: ev.RunFinishedOutcome | None) -> Iterable[Violation]:
         """Strict, at RUN_FINISHED: the interrupt outcome and what suspended subagents name."""
@@ -698,7 +757,7 @@ class Subagents(Group):
                 else:
                     raised[interrupt.id] = interrupt.subagent_run_id
                 sid = interrupt.subagent_run_id
-                if sid is not None and not self.started(sid):
+                if sid is not None and not self.known(sid):
                     yield Rule.INTERRUPT_SUBAGENT_UNKNOWN(
                         "RUN_FINISHED", (interrupt.id, sid), iid=interrupt.id, sid=sid
                     )

@@ -47,23 +47,25 @@ class Stream(enum.Enum):
     entity: str  #: what it assembles ("text message")
     id_field: str  #: the wire name of the id field that opens a stream
     id_of: Callable[[Any], str | None]  #: reads that id from a chunk
+    index: int  #: where its entity group is in `Lanes.groups`
 
-    def __init__(self, chunk: str, entity: str, id_field: str, attribute: str) -> None:
+    def __init__(self, chunk: str, entity: str, id_field: str, attribute: str, index: int) -> None:
         self.chunk = chunk
         self.entity = entity
         self.id_field = id_field
         self.id_of = operator.attrgetter(attribute)
+        self.index = index
 
     # Members are singletons (copies and unpickled verifiers share them): hash by identity,
     # in C, rather than by name in Python as Enum does.
     __hash__ = object.__hash__
 
-    TEXT = ("TEXT_MESSAGE_CHUNK", "text message", "messageId", "message_id")
-    TOOL = ("TOOL_CALL_CHUNK", "tool call", "toolCallId", "tool_call_id")
-    REASONING = ("REASONING_MESSAGE_CHUNK", "reasoning message", "messageId", "message_id")
+    TEXT = ("TEXT_MESSAGE_CHUNK", "text message", "messageId", "message_id", 0)
+    TOOL = ("TOOL_CALL_CHUNK", "tool call", "toolCallId", "tool_call_id", 1)
+    REASONING = ("REASONING_MESSAGE_CHUNK", "reasoning message", "messageId", "message_id", 2)
 
 
-_STREAMS: Final = tuple(Stream)
+_NO_LANES: Final[dict[Owner, None]] = {}  # never written
 
 #: Each chunk type and the stream it assembles.
 STREAMS: Final[dict[type[Any], Stream]] = {
@@ -109,12 +111,12 @@ class Lanes:
     def __init__(self) -> None:
         self.by_owner: dict[Owner, Lane] = {}
         self.by_entity: dict[tuple[Stream, str], Owner] = {}  # who holds a stream's id
-        self.by_stream: dict[Stream, dict[Owner, None]] = {s: {} for s in _STREAMS}
-        self.groups: dict[Stream, Entities] = {}
+        self.by_stream: dict[Stream, dict[Owner, None]] = {}  # each made on first use
+        self.groups: tuple[Entities, ...] = ()  # by `Stream.index`
 
     def route(self, *, text: Entities, tools: Entities, reasoning: Entities) -> None:
         """Say which entity groups check the events each stream expands into."""
-        self.groups = dict(zip(_STREAMS, (text, tools, reasoning), strict=True))
+        self.groups = (text, tools, reasoning)
 
     # ------------------------------------------------------------------ explicit events
 
@@ -179,7 +181,7 @@ class Lanes:
 
     def _end(self, lane: Lane, before: str) -> tuple[Violation | None, Undo | None]:
         """Check and apply the ``*_END`` the client synthesizes to close *lane*."""
-        group = self.groups[lane.stream]
+        group = self.groups[lane.stream.index]
         shown = group.kind.end
         eid = lane.entity_id
         found = group.continue_problem(eid, lane.owner, before, shown)
@@ -247,7 +249,7 @@ class Lanes:
         parent = self.by_owner.get(None)
         if parent is not None and parent.stream is stream:
             return None
-        candidates = self.by_stream[stream]
+        candidates = self.by_stream.get(stream, _NO_LANES)
         if len(candidates) == 1:
             return next(iter(candidates))
         if len(candidates) > 1:
@@ -316,7 +318,7 @@ class Lanes:
     ) -> Found:
         """Verify the END/START/CONTENT events a chunk expands into, all or nothing."""
         etype = event.TYPE.value
-        group = self.groups[lane.stream]
+        group = self.groups[lane.stream.index]
         kind = group.kind
         undos: list[Undo] = []
 
@@ -359,7 +361,10 @@ class Lanes:
     def _add(self, lane: Lane) -> None:
         self.by_owner[lane.owner] = lane
         self.by_entity[lane.stream, lane.entity_id] = lane.owner
-        self.by_stream[lane.stream][lane.owner] = None
+        owners = self.by_stream.get(lane.stream)
+        if owners is None:
+            owners = self.by_stream[lane.stream] = {}
+        owners[lane.owner] = None
 
     def _drop(self, owner: Owner) -> None:
         lane = self.by_owner.pop(owner)

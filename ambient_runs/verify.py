@@ -76,7 +76,9 @@ one for an active run (each event class to the generic handler of its group,
 or to its own) and one for the states between runs, where every event but a
 run's start or error meets the gate. Which table `Verifier.feed` uses changes
 with the lifecycle, so the gate is done once, in dispatch, not in each
-handler.
+handler. The tables are written once (``Verifier._tables``) and read as specs
+per class of verifier; each verifier binds an entry on the first event of its
+class, so an open run's verifier holds only the handlers its stream has used.
 
 .. versionadded:: 0.1.0
 """
@@ -84,7 +86,8 @@ handler.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from ambient_runs import events as ev
@@ -148,24 +151,48 @@ _GATE: Final = {
 
 
 class _Gated(dict[type[Any], Check]):
-    """
-    The dispatch table between runs: any other event class meets *gate*.
-
-    Filled in on first use of each class, so a verifier does not build a full
-    second table that most streams only touch with their first event.
-    """
+    """The dispatch table between runs, as written: any event class it lacks meets *gate*."""
 
     __slots__ = ("gate",)
     gate: Check
 
-    def __missing__(self, cls: type[Any]) -> Check:
-        if cls not in _EVENT_CLASSES:
-            raise KeyError(cls)
-        self[cls] = self.gate
-        return self.gate
-
 
 _EVENT_CLASSES: Final = frozenset(ev.EVENT_CLASSES.values())
+_NO_TOOL_CALLS: Final[frozenset[str]] = frozenset()  # shared by every verifier without any
+
+#: Reads one dispatch entry's handler off a verifier (its own method, or a part's).
+_Where = Callable[["Verifier"], Check]
+
+
+def _where(verifier: Verifier, handler: Check) -> _Where:
+    """Where *handler*, an entry of *verifier*'s tables, is found from any verifier."""
+    owner = getattr(handler, "__self__", None)
+    if owner is None:  # a plain function: the same for every verifier
+        return lambda _: handler
+    name = getattr(getattr(handler, "__func__", None), "__name__", "")
+    path = name if owner is verifier else None
+    for attribute, value in vars(verifier).items():
+        if path is None and value is owner:  # a method of one of the verifier's parts
+            path = f"{attribute}.{name}"
+    if path is None or getattr(owner, name, None) != handler:
+        msg = f"a dispatch entry is a function or a method of the verifier or a part: {handler!r}"
+        raise TypeError(msg)
+    return cast(_Where, operator.attrgetter(path))
+
+
+#: Per *strict*: the dispatch specs of an active run and of the states between runs, and
+#: the gate's; read off the first verifier made with that *strict* (`_specs`).
+_SPECS: Final[dict[bool, tuple[dict[type[Any], _Where], dict[type[Any], _Where], _Where]]] = {}
+
+
+def _specs(verifier: Verifier) -> tuple[dict[type[Any], _Where], dict[type[Any], _Where], _Where]:
+    """The dispatch specs *verifier*'s tables (`Verifier._tables`) describe."""
+    active, idle = verifier._tables()
+    return (
+        {cls: _where(verifier, handler) for cls, handler in active.items()},
+        {cls: _where(verifier, handler) for cls, handler in idle.items()},
+        _where(verifier, idle.gate),
+    )
 
 
 def _not_an_event(obj: object) -> TypeError:
@@ -233,7 +260,7 @@ class Verifier:
             owned,
             lanes,
             strict=strict,
-            known=frozenset(known_tool_call_ids),
+            known=frozenset(known_tool_call_ids) or _NO_TOOL_CALLS,
             roles=roles,
             history=history,
         )
@@ -250,13 +277,14 @@ class Verifier:
         lanes.route(text=self._text, tools=self._tools, reasoning=self._rmsgs)
         self._steps = Steps(owned, lanes, strict=strict)
         self._subagents = Subagents(owned, lanes, strict=strict)
-        self._check_result = self._tools.check_result if strict else no_check
         # Per run, strict: the ids RUN_FINISHED must repeat.
         self._thread_id = ""
         self._run_id = ""
 
-        self._active, self._idle = self._tables()
-        self._dispatch: dict[type[Any], Check] = self._idle
+        if strict not in _SPECS:
+            _SPECS[strict] = _specs(self)
+        self._dispatch: dict[type[Any], Check]
+        self._enter(_Lifecycle.NEW)
 
     # ------------------------------------------------------------------ public API
 
@@ -281,7 +309,7 @@ class Verifier:
         try:
             handler = self._dispatch[type(event)]
         except KeyError:
-            raise _not_an_event(event) from None
+            handler = self._bind(event)
         return handler(event)
 
     def check(self, event: ev.Event) -> None:
@@ -298,7 +326,7 @@ class Verifier:
         try:  # `feed`, inlined: this is every verified emit's hot path
             handler = self._dispatch[type(event)]
         except KeyError:
-            raise _not_an_event(event) from None
+            handler = self._bind(event)
         found = handler(event)
         if found:
             first = found[0]
@@ -384,7 +412,17 @@ class Verifier:
 
     def _enter(self, life: _Lifecycle) -> None:
         self._life = life
-        self._dispatch = self._active if life is _Lifecycle.ACTIVE else self._idle
+        self._dispatch = {}  # the new state's table, bound on first use of each class
+
+    def _bind(self, event: object) -> Check:
+        """Bind the current state's handler of *event*'s class into the table, and return it."""
+        cls = type(event)
+        active, idle, gate = _SPECS[self._strict]
+        where = active.get(cls) if self._life is _Lifecycle.ACTIVE else idle.get(cls, gate)
+        if where is None or cls not in _EVENT_CLASSES:
+            raise _not_an_event(event) from None
+        handler = self._dispatch[cls] = where(self)
+        return handler
 
     def _gate(self, event: ev.BaseEvent) -> Found:
         """Refuse an event the current lifecycle state does not take, as the client words it."""
@@ -402,6 +440,7 @@ class Verifier:
             self._reset()
         self._enter(_Lifecycle.ACTIVE)
         self._thread_id, self._run_id = event.thread_id, event.run_id
+        self._subagents.begin(event.run_id)  # the ids the run mints start with it
         if event.input is not None:
             self._seed(event.input.messages, authoritative=False)
         return OK
@@ -487,7 +526,8 @@ class Verifier:
     # ------------------------------------------------------------------ the rest
 
     def _on_tool_result(self, event: ev.ToolCallResultEvent) -> Found:
-        return self._lanes.in_own_lane(event, self._check_result, self._tools.apply_result)
+        check = self._tools.check_result if self._strict else no_check
+        return self._lanes.in_own_lane(event, check, self._tools.apply_result)
 
     def _on_own_lane(self, event: ev.BaseEvent) -> Found:
         # STATE_SNAPSHOT, STATE_DELTA, CUSTOM: valid in any active run, after their lane closes.

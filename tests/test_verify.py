@@ -625,6 +625,51 @@ class TestSubagents:
 
         assert [] == last_rules(events, sub_started("s2", parent="s1"))
 
+    def test_minted_ids_are_remembered_like_any_other(self) -> None:
+        """Ids of the minted shape ``<run>-sub-<n>``: reuse refused, a finished one a parent."""
+        events = [run_started("r")]
+        for n in (1, 2, 3, 5):  # 4 never starts
+            events += [sub_started(f"r-sub-{n}"), sub_finished(f"r-sub-{n}")]
+
+        assert [["subagent-reused"], ["subagent-reused"], [], ["subagent-parent-unknown"]] == [
+            last_rules(events, sub_started("r-sub-1")),
+            last_rules(events, sub_started("r-sub-5")),
+            last_rules(events, sub_started("r-sub-6", parent="r-sub-3")),
+            last_rules(events, sub_started("r-sub-6", parent="r-sub-4")),
+        ]
+
+    def test_minted_ids_started_out_of_order(self) -> None:
+        """Minted-shape ids started in any order are each known exactly once."""
+        order = [7, 2, 1, 9, 3, 4, 5, 6, 8]
+        events = [run_started("r")]
+        for n in order:
+            events += [sub_started(f"r-sub-{n}", parent=None), sub_finished(f"r-sub-{n}")]
+        verifier = replayed(events, strict=True)
+
+        assert [["subagent-reused"]] * 9 + [[]] == [
+            [v.rule for v in verifier.feed(sub_started(f"r-sub-{n}"))] for n in range(1, 11)
+        ]
+
+    def test_ids_near_the_minted_shape_are_other_ids(self) -> None:
+        """``r-sub-01``, ``r-sub-+1``, a non-ASCII digit, another run's: none is ``r-sub-1``."""
+        near = ["r-sub-01", "r-sub-+1", "r-sub-1 ", "r-sub-\u0661", "r-sub-", "r2-sub-1"]
+        near += ["rr-sub-1", "r-sub-" + "9" * 40]
+        events = [run_started("r"), sub_started("r-sub-1"), sub_finished("r-sub-1")]
+        fresh = [last_rules(events, sub_started(sid)) for sid in near]
+        again = [
+            last_rules([*events, sub_started(sid), sub_finished(sid)], sub_started(sid))
+            for sid in near
+        ]
+
+        assert ([[]] * len(near), [["subagent-reused"]] * len(near)) == (fresh, again)
+
+    def test_minted_ids_reset_with_the_run(self) -> None:
+        """A later run with the same run id may start its minted ids again."""
+        events = [run_started("r"), sub_started("r-sub-1"), sub_finished("r-sub-1")]
+        events += [run_finished("r"), run_started("r")]
+
+        assert [] == last_rules(events, sub_started("r-sub-1"))
+
     def test_not_active(self) -> None:
         """Finishing or failing an unknown subagent breaks subagent-not-active."""
         assert [["subagent-not-active"], ["subagent-not-active"]] == [
