@@ -9,6 +9,7 @@ with `Subagent` (``_subagent.Emitters``), which they need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import attrs
@@ -18,6 +19,7 @@ from ambient_runs._content import ActivityHandle, MessageHandle, ReasoningHandle
 from ambient_runs._foreign import coerce_event
 from ambient_runs._frontend import call_frontend_tool_in, frontend_call_in
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
+from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._usage import usage_in
 from ambient_runs._wire import check_encodable, refuse_reserved_metadata
 from ambient_runs.errors import InvalidEventError, MessagesNotRecordedError
@@ -137,6 +139,32 @@ class ContentEmitters:
                 "cache_write_input_tokens": cache_write_input_tokens,
             },
         )
+
+    def set_state(self, state: Any) -> None:
+        """Replace the run's state and publish the change, attributed to this scope."""
+        set_state_in(self._emit_frame(), state)
+
+    def update_state(self, update: Callable[[Any], Any]) -> None:
+        """
+        Change the run's state with *update* and publish the change, attributed to this scope.
+
+        *update* receives the state and either mutates it in place (returning
+        None) or returns the new state.
+        """
+        update_state_in(self._emit_frame(), update)
+
+    def publish_state(self) -> None:
+        """
+        Publish whatever changed in the run's state since the last publish.
+
+        The first publish is a ``STATE_DELTA`` against the state the client sent
+        (a ``STATE_SNAPSHOT`` when it sent none, or when the patch's JSON is no
+        smaller than the snapshot's), later ones likewise against the last
+        publish. Nothing changed, nothing sent; a state that is None and was
+        never set publishes nothing. State is compared in its wire form. The
+        events are attributed to this scope (a subagent handle's invocation).
+        """
+        publish_state_in(self._emit_frame())
 
     def publish_messages(self) -> None:
         """Send the run's conversation as ``MESSAGES_SNAPSHOT`` (`ar.publish_messages`)."""

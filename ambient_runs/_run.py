@@ -10,20 +10,19 @@ and on exit closes what is left open and sends the one terminal event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
+from ambient_runs._accessors import RunAccessors
 from ambient_runs._cancel import Cancellation
-from ambient_runs._frontend import ToolResult, tool_result_in, tool_results_in
 from ambient_runs._history import History, catch_up
 from ambient_runs._outcomes import (
     GENERIC_MESSAGE,
     ErrorDescriber,
     ErrorPolicy,
-    Resumption,
     frontend_calls_of,
     interrupts_of,
     is_cancellation,
@@ -32,7 +31,7 @@ from ambient_runs._outcomes import (
 )
 from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame
-from ambient_runs._state import initial_state, publish_state_in, set_state_in, update_state_in
+from ambient_runs._state import initial_state
 from ambient_runs._subagent import Emitters
 from ambient_runs.errors import ProtocolError, RunCancelledError
 
@@ -95,7 +94,7 @@ def current_run() -> Run:
     return _scopes.require("current_run").run
 
 
-class Run(Emitters):
+class Run(Emitters, RunAccessors):
     """
     One AG-UI run: ``RUN_STARTED`` on entry, exactly one terminal event on exit.
 
@@ -271,137 +270,16 @@ class Run(Emitters):
 
     # ------------------------------------------------------------------ accessors
 
-    @property
-    def thread_id(self) -> str:
-        """The conversation this run belongs to."""
-        return self.input.thread_id
+    def _accessed_run(self) -> Run:
+        return self
 
-    @property
-    def run_id(self) -> str:
-        """This run's id."""
-        return self.input.run_id
-
-    @property
-    def parent_run_id(self) -> str | None:
-        """The run that spawned this one, for nested agents."""
-        return self.input.parent_run_id
-
-    @property
-    def messages(self) -> tuple[ev.Message, ...]:
-        """
-        The conversation, oldest first: the messages before the run, then the run's own.
-
-        The messages before the run are the client's ``input.messages`` (or the
-        run's *history*); the run's own are every message it has delivered so
-        far, as the official client builds them from the same events: assistant
-        (and other roles') text, tool calls with their arguments on their
-        assistant message, tool results right after the message holding their
-        call, reasoning messages, activity messages, encrypted values and event
-        metadata merged in, a ``MESSAGES_SNAPSHOT`` applied. A message still
-        open has its text so far. **Attribution**: each message the run made
-        carries the ``subagent_run_id`` of the scope that opened it (None: the
-        parent agent), the protocol's own field, which the client keeps too and
-        which round-trips through ``MESSAGES_SNAPSHOT`` and a thread store.
-
-        What a transformer changed is what the history holds: it is built from
-        the events as delivered. With ``record_messages=False`` this is only
-        the conversation before the run.
-        """
+    def _conversation(self) -> tuple[ev.Message, ...]:
+        """`messages`: the history as recorded, or the conversation before the run."""
         history = self.pipeline.history
         if history is None:
             return self._before
         with self.pipeline.lock:
             return history.messages()
-
-    def last_user_text(self) -> str | None:
-        """
-        Return what the user said last, as text (non-text parts dropped).
-
-        None when the history holds no user message at all, which is distinct
-        from a user who sent an empty one.
-        """
-        for message in reversed(self.messages):
-            if isinstance(message, ev.UserMessage):
-                return message.text()
-        return None
-
-    @property
-    def tools(self) -> tuple[ev.Tool, ...]:
-        """Tools the client offers for this run."""
-        return self.input.tools or ()
-
-    def tool(self, name: str) -> ev.Tool | None:
-        """Return the offered tool called *name*, if any."""
-        return next((t for t in self.tools if t.name == name), None)
-
-    def tool_result(self, call_id: str) -> ToolResult | None:
-        """
-        Return the client's answer to tool call *call_id*, read from the input's messages.
-
-        The answer to a frontend call (`ambient_runs.call_frontend_tool`) arrives
-        as a tool message in the next run's messages; the `ToolResult` holds it,
-        the call it answers (name, ``arguments()``) and who made the call. The
-        newest tool message wins when several answer one call.
-
-        Returns None when no tool message in the input answers *call_id*: the
-        client did not run the tool (or not yet), or sent the run without its
-        result. Nothing is raised; the call stays unanswered in the history, so
-        ask again (a new call) or tell the user.
-
-        .. versionadded:: 0.2.0
-        """
-        return tool_result_in(self.input.messages, call_id)
-
-    def tool_results(self, name: str | None = None) -> tuple[ToolResult, ...]:
-        """
-        Return the tool results the client sent since the user's last message, oldest first.
-
-        The answers that concern the current turn: what a stateless agent checks
-        first, to continue after the frontend calls it made (``name``: only
-        calls to that tool). Results of earlier turns are left out; read any
-        call's with `tool_result`. Empty when there are none.
-
-        .. versionadded:: 0.2.0
-        """
-        return tool_results_in(self.input.messages, name)
-
-    @property
-    def context(self) -> tuple[ev.Context, ...]:
-        """Ambient context entries."""
-        return self.input.context or ()
-
-    @property
-    def forwarded_props(self) -> Any:
-        """Arbitrary passthrough properties, opaque to the protocol."""
-        return self.input.forwarded_props
-
-    @property
-    def resume(self) -> tuple[ev.ResumeEntry, ...]:
-        """Answers to the interrupts a previous run paused on; empty unless resuming."""
-        return self.input.resume or ()
-
-    def resume_for(self, interrupt_id: str) -> Resumption | None:
-        """
-        Return the client's answer to interrupt *interrupt_id*, if it sent one.
-
-        The `Resumption` is the `ResumeEntry` (``status``, ``payload``,
-        ``metadata``) plus the suspended invocation it continues, read off an id
-        made by `ambient_runs.interrupt`: ``subagent_run_id`` and
-        ``subagent_name``, so that any process, with no memory of the paused
-        run, continues it under the same id::
-
-            answer = run.resume_for(interrupt_id)
-            if answer is not None and answer.subagent_run_id is not None:
-                with ar.subagent(answer.subagent_name, id=answer.subagent_run_id):
-                    ...
-        """
-        entry = next((r for r in self.resume if r.interrupt_id == interrupt_id), None)
-        return None if entry is None else Resumption.of(entry)
-
-    @property
-    def is_resume(self) -> bool:
-        """Whether this request resumes a paused run."""
-        return bool(self.input.resume)
 
     @property
     def events(self) -> EventLog:
@@ -477,15 +355,6 @@ class Run(Emitters):
     def remove_tap(self, tap: Sink) -> None:
         """Stop delivering events to *tap*."""
         self.pipeline.remove_tap(tap)
-
-    async def drain(self) -> None:
-        """
-        Wait until the consumer has caught up (backpressure), when there is one.
-
-        Emitters never block; a streaming transport (`ambient_runs.stream`) makes
-        this wait while its buffer is full. Without one it returns at once.
-        """
-        await self.pipeline.drain()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -641,11 +510,6 @@ class Run(Emitters):
 
     # ------------------------------------------------------------------ cancellation
 
-    @property
-    def is_cancelled(self) -> bool:
-        """Whether `cancel` has been called."""
-        return self._cancellation.cancelled
-
     def cancel(self) -> None:
         """
         Cancel the run cooperatively; safe to call from any thread or callback.
@@ -656,65 +520,6 @@ class Run(Emitters):
         left to wake there, and the call never raises for it.
         """
         self._cancellation.cancel()
-
-    def check_cancelled(self) -> None:
-        """
-        Raise `RunCancelledError` once the run is cancelled.
-
-        Left to propagate, it ends the run with a ``cancelled`` outcome.
-        """
-        if self._cancellation.cancelled:
-            msg = f"run {self.input.run_id!r} was cancelled"
-            raise RunCancelledError(msg)
-
-    async def cancelled(self) -> None:
-        """
-        Wait until the run is cancelled.
-
-        The waiter is the run's only while it waits: returning, or being
-        cancelled itself, removes it, so any number of calls keep the run's
-        memory flat.
-        """
-        await self._cancellation.wait()
-
-    async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
-        """
-        Race *awaitable* against cancellation; return its result, or None if cancellation won.
-
-        The way to make a long model call interruptible. The loser is cancelled.
-        """
-        return await self._cancellation.race(awaitable)
-
-    # ------------------------------------------------------------------ state
-
-    def state(self) -> Any:
-        """Return the typed state (as last set or mutated; publishing does not copy it)."""
-        return self._state.value
-
-    def set_state(self, state: Any) -> None:
-        """Replace the state and publish the change."""
-        set_state_in(self._emit_frame(), state)
-
-    def update_state(self, update: Callable[[Any], Any]) -> None:
-        """
-        Change the state with *update* and publish the change.
-
-        *update* receives the state and either mutates it in place (returning
-        None) or returns the new state.
-        """
-        update_state_in(self._emit_frame(), update)
-
-    def publish_state(self) -> None:
-        """
-        Publish whatever changed since the last publish.
-
-        The first publish is a ``STATE_DELTA`` against the state the client sent
-        (a ``STATE_SNAPSHOT`` when it sent none, or when the patch's JSON is no
-        smaller than the snapshot's), later ones likewise against the last
-        publish. Nothing changed, nothing sent; a state that is None and was
-        never set publishes nothing. State is compared in its wire form.
-        """
-        publish_state_in(self._emit_frame())
 
 
 def _tool_call_ids(messages: Sequence[ev.Message]) -> list[str]:

@@ -15,24 +15,23 @@ spec and its own lifecycle: started, ended, its frame and its open handles.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import attrs
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
+from ambient_runs._accessors import RunAccessors
 from ambient_runs._emitters import ContentEmitters
 from ambient_runs._faces import Faces, SpecFaces
 from ambient_runs._outcomes import (
     DEFAULT_POLICY,
-    Resumption,
     interrupts_of,
     result_form,
     result_json,
     subagent_ending,
 )
-from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
 from ambient_runs.errors import (
     HandleClosedError,
@@ -45,7 +44,6 @@ from ambient_runs.errors import (
 if TYPE_CHECKING:
     from typing import Self
 
-    from ambient_runs._frontend import ToolResult
     from ambient_runs._pipeline import Pipeline, Registry
     from ambient_runs._run import Run
     from ambient_runs._scopes import Frame
@@ -181,7 +179,7 @@ class Emitters(ContentEmitters):
 _new = object.__new__
 
 
-class Subagent(Faces, Emitters):
+class Subagent(Faces, Emitters, RunAccessors):
     """
     One subagent invocation, and the scope that attributes events to it.
 
@@ -536,93 +534,8 @@ class Subagent(Faces, Emitters):
         """The run's request (`Run.input`)."""
         return self.run.input
 
-    @property
-    def thread_id(self) -> str:
-        """The conversation the run belongs to."""
-        return self.run.thread_id
-
-    @property
-    def run_id(self) -> str:
-        """The run's id."""
-        return self.run.run_id
-
-    @property
-    def messages(self) -> tuple[ev.Message, ...]:
-        """The run's conversation history (`Run.messages`)."""
-        return self.run.messages
-
-    def last_user_text(self) -> str | None:
-        """What the user said last, as text (`Run.last_user_text`)."""
-        return self.run.last_user_text()
-
-    @property
-    def tools(self) -> tuple[ev.Tool, ...]:
-        """Tools the client offers for this run."""
-        return self.run.tools
-
-    @property
-    def context(self) -> tuple[ev.Context, ...]:
-        """The run's context entries."""
-        return self.run.context
-
-    @property
-    def forwarded_props(self) -> Any:
-        """The run's passthrough properties."""
-        return self.run.forwarded_props
-
-    @property
-    def resume(self) -> tuple[ev.ResumeEntry, ...]:
-        """The client's answers to earlier interrupts (`Run.resume`)."""
-        return self.run.resume
-
-    def resume_for(self, interrupt_id: str) -> Resumption | None:
-        """The answer to interrupt *interrupt_id*, if the client sent one (`Run.resume_for`)."""
-        return self.run.resume_for(interrupt_id)
-
-    def tool_result(self, call_id: str) -> ToolResult | None:
-        """The client's answer to tool call *call_id*, if it sent one (`Run.tool_result`)."""
-        return self.run.tool_result(call_id)
-
-    def tool_results(self, name: str | None = None) -> tuple[ToolResult, ...]:
-        """The tool results sent since the user's last message (`Run.tool_results`)."""
-        return self.run.tool_results(name)
-
-    def state(self) -> Any:
-        """The run's state (`Run.state`)."""
-        return self.run.state()
-
-    def set_state(self, state: Any) -> None:
-        """Replace the run's state and publish the change, attributed to this invocation."""
-        set_state_in(self._emit_frame(), state)
-
-    def update_state(self, update: Callable[[Any], Any]) -> None:
-        """Change the run's state with *update* and publish, attributed to this invocation."""
-        update_state_in(self._emit_frame(), update)
-
-    def publish_state(self) -> None:
-        """Publish the run's state changes, attributed to this invocation."""
-        publish_state_in(self._emit_frame())
-
-    @property
-    def is_cancelled(self) -> bool:
-        """Whether the run has been cancelled (`Run.is_cancelled`)."""
-        return self.run.is_cancelled
-
-    def check_cancelled(self) -> None:
-        """Raise `RunCancelledError` once the run is cancelled (`Run.check_cancelled`)."""
-        self.run.check_cancelled()
-
-    async def cancelled(self) -> None:
-        """Wait until the run is cancelled."""
-        await self.run.cancelled()
-
-    async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
-        """Race *awaitable* against the run's cancellation (`Run.until_cancelled`)."""
-        return await self.run.until_cancelled(awaitable)
-
-    async def drain(self) -> None:
-        """Wait until the run's consumer has caught up (`Run.drain`)."""
-        await self.run.drain()
+    def _accessed_run(self) -> Run:
+        return self.run
 
     # ------------------------------------------------------------------ explicit emitters
 
