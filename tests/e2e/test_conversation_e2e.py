@@ -6,11 +6,17 @@ official ``@ag-ui/client@1.0.0`` over several runs of one thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import decimal
+import enum
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import pydantic
 from _node import ClientRunResult, aclient_run
 from _uvicorn_server import E2E, serving
 
@@ -198,3 +204,97 @@ class TestTokenUsage:
                 "totalTokens": 5,
             }
         ] == end["usage"]
+
+
+class Priority(enum.Enum):
+    HIGH = "high"
+
+
+@dataclasses.dataclass
+class Finding:
+    topic: str
+    seen: datetime.date
+    score: decimal.Decimal
+    source: uuid.UUID
+    priority: Priority
+
+
+class Report(pydantic.BaseModel):
+    title: str
+    at: datetime.datetime
+    tags: tuple[str, ...]
+
+
+FINDING = Finding(
+    "ag-ui",
+    datetime.date(2026, 12, 3),
+    decimal.Decimal("0.95"),
+    uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    Priority.HIGH,
+)
+FINDING_JSON = {
+    "topic": "ag-ui",
+    "seen": "2026-12-03",
+    "score": "0.95",
+    "source": "12345678-1234-5678-1234-567812345678",
+    "priority": "high",
+}
+
+
+class TestPythonValuesAndHandles:
+    """Sections 2 and 8: Python values reach the client in their JSON form; a handle's reach."""
+
+    async def test_the_client_reads_the_json_form_of_python_values(self) -> None:
+        report = Report(title="done", at=datetime.datetime(2026, 12, 3, 9, 30), tags=("a", "b"))
+
+        @ar.subagent("researcher")
+        async def research() -> Finding:
+            with ar.tool_call("lookup") as call:
+                call.args(FINDING)
+                call.result([FINDING])
+            return FINDING
+
+        async def agent(run: ar.Run) -> None:
+            found = await research()
+            run.set_state({"finding": found, "report": report})
+            run.finish_with(report)
+
+        result = await drive(AgentApp(agent), [{"input": {"threadId": THREAD, "runId": "v1"}}])
+        [run] = result["runs"]
+        assert_clean(run)
+        report_json = {"title": "done", "at": "2026-12-03T09:30:00", "tags": ["a", "b"]}
+        assert {"finding": FINDING_JSON, "report": report_json} == result["state"]
+        assert report_json == run["result"]
+        [call] = [c for m in result["messages"] for c in m.get("toolCalls", ())]
+        assert FINDING_JSON == json.loads(call["function"]["arguments"])
+        [tool] = [m for m in result["messages"] if m["role"] == "tool"]
+        assert [FINDING_JSON] == json.loads(tool["content"])
+        finished = [e for e in run["events"] if e["type"] == "SUBAGENT_FINISHED"]
+        assert [FINDING_JSON] == [e["result"] for e in finished]
+
+    async def test_a_handle_reaches_the_run_and_a_terminator_restores_attribution(
+        self,
+    ) -> None:
+        async def agent(run: ar.Run) -> None:
+            with ar.subagent("helper") as helper:
+                helper.say(f"you said {helper.last_user_text()} in {helper.thread_id}")
+                helper.set_state({"by": helper.id, "cancelled": helper.is_cancelled})
+                helper.finish_with("ok")
+                ar.say("after the finish")  # the enclosing scope's again
+
+        body = {
+            "threadId": THREAD,
+            "runId": "h1",
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}],
+        }
+        result = await drive(AgentApp(agent), [{"input": body}])
+        [run] = result["runs"]
+        assert_clean(run)
+        said = {
+            m["content"]: m.get("subagentRunId")
+            for m in result["messages"]
+            if m["role"] == "assistant"
+        }
+        helper_id = result["state"]["by"]
+        assert {f"you said hello in {THREAD}": helper_id, "after the finish": None} == said
+        assert {"by": helper_id, "cancelled": False} == result["state"]
