@@ -395,9 +395,10 @@ class ToolCalls(Entities):
         self.roles = roles  # strict: the roles of messages that are not the assistant's
         self.history = history  # strict: the messages the client held before the stream
         self._history_roles: dict[str, str] | None = None  # built from it when first needed
-        # Strict, per run: the calls started and the calls answered, for pendingToolCallIds.
-        self.started: set[str] = set()
-        self.answered: set[str] = set()
+        # Strict, per run: the calls started and the calls answered, for pendingToolCallIds;
+        # made on first use, so an idle run's verifier holds no empty sets.
+        self.started: set[str] | None = None
+        self.answered: set[str] | None = None
 
     def on_continue(self, event: Any) -> Found:
         """Check a TOOL_CALL_ARGS: `Entities.on_continue` with the tool call's id."""
@@ -470,7 +471,10 @@ class ToolCalls(Entities):
             self.owners[eid] = owner = tag
         self.opened[eid] = owner
         if self.strict:
-            self.started.add(eid)
+            started = self.started
+            if started is None:
+                started = self.started = set()
+            started.add(eid)
             if owner is not None:
                 self.owned.own(owner, "tool call", eid)
         return created
@@ -497,18 +501,26 @@ class ToolCalls(Entities):
         self.messages[event.message_id] = event.subagent_run_id
         if self.strict:
             self.roles[event.message_id] = "tool"
-            self.answered.add(event.tool_call_id)
+            answered = self.answered
+            if answered is None:
+                answered = self.answered = set()
+            answered.add(event.tool_call_id)
+
+    def forget_run(self) -> None:
+        """A new run starts: no call of it is started or answered yet."""
+        self.started = self.answered = None
 
     def check_pending(self, pending: tuple[str, ...]) -> list[Violation]:
         """Strict: ``pendingToolCallIds`` names calls this run started, left unanswered, once."""
         found: list[Violation] = []
         seen: set[str] = set()
+        started, answered = self.started or (), self.answered or ()
         for tid in pending:
             if tid in seen:
                 rule = Rule.PENDING_TOOL_CALL_DUPLICATE
-            elif tid not in self.started:
+            elif tid not in started:
                 rule = Rule.PENDING_TOOL_CALL_UNKNOWN
-            elif tid in self.answered:
+            elif tid in answered:
                 rule = Rule.PENDING_TOOL_CALL_ANSWERED
             else:
                 seen.add(tid)

@@ -452,8 +452,6 @@ class Verifier:
         for records in (
             self._text.opened,
             self._tools.opened,
-            self._tools.started,
-            self._tools.answered,
             self._spans.opened,
             self._rmsgs.opened,
             self._message_owner,
@@ -466,6 +464,7 @@ class Verifier:
             records.clear()
         self._steps.clear()
         self._subagents.clear()
+        self._tools.forget_run()
 
     def _on_run_finished(self, event: ev.RunFinishedEvent) -> Found:
         return self._lanes.after_all(event, self._check_run_finished, self._apply_run_finished)
