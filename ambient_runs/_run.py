@@ -214,6 +214,8 @@ class Run(Emitters):
             _scopes.taps(),
             self._state,
         )
+        if verifier is not None:
+            self.pipeline.content_view = verifier.content_view()
         #: What clients learn of exceptions (*expose_errors*, *describe_error*).
         self.error_policy = ErrorPolicy(expose_errors, describe_error)
         self.pipeline.error_policy = self.error_policy
