@@ -407,6 +407,24 @@ class EventStream:
         self._last = event
         return event
 
+    def _ready(self) -> ev.BaseEvent | bytes | None:
+        """
+        `__anext__` when an item is buffered, without a coroutine: the item, or None.
+
+        For `sse.frames`, which calls it first and awaits `__anext__` only on
+        None: with something buffered `__anext__` returns at once, never
+        suspending, so the two take the same items at the same moments.
+        """
+        channel = self._channel
+        buffer = channel.buffer
+        if not buffer:
+            return None
+        item: ev.BaseEvent | bytes = buffer.popleft()
+        if channel.writer is not None and len(buffer) <= channel.low_water:
+            channel.wake_writer()
+        self._last = item  # type: ignore[assignment]
+        return item
+
     async def _take(self) -> list[ev.BaseEvent]:
         """
         Return every event buffered now (at least one, in order), or [] at the end.

@@ -187,14 +187,23 @@ async def _frames(
     ended = False  # the terminal event has gone out
     try:
         if keep_alive is None:
-            async for event in events:
+            # An `ambient_runs.stream` hands over what is buffered without a coroutine.
+            ready: Callable[[], ev.BaseEvent | bytes | None] = getattr(
+                events, "_ready", _nothing_ready
+            )
+            while True:
+                event = ready()
+                if event is None:
+                    try:
+                        event = await anext(events)
+                    except StopAsyncIteration:
+                        return
                 if isinstance(event, bytes):  # a frame already (the byte path)
                     yield event
                     continue
                 frame = encode(event)
                 ended = isinstance(event, _TERMINAL)
                 yield frame
-            return
         while True:
             if pending is None:
                 pending = asyncio.create_task(_next(events))
@@ -287,6 +296,10 @@ async def _batches(
 def _frame(event: ev.BaseEvent | bytes) -> bytes:
     """The frame of *event*, which may be one already (the byte path)."""
     return event if isinstance(event, bytes) else encode(event)
+
+
+def _nothing_ready() -> None:
+    return None
 
 
 def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:

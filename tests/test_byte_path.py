@@ -45,6 +45,14 @@ _DELTAS = st.sampled_from(
 _steps = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 100), _DELTAS), max_size=25)
 
 
+def _write_seen(message: ar.MessageHandle, delta: str, seen: list[str]) -> None:
+    """A worker thread's write: what it raised is recorded like the rest."""
+    try:
+        message.write(delta)
+    except Exception as error:
+        seen.append(f"thread:{type(error).__name__}:{getattr(error, 'rule', None)}")
+
+
 def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str]) -> None:
     owners: list[Any] = [run]
     messages: list[ar.MessageHandle] = []
@@ -78,7 +86,7 @@ def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str])
                     taps.append(tapped.append)
                     run.add_tap(taps[-1])
             elif op == 7 and message is not None:
-                worker = threading.Thread(target=message.write, args=(delta,))
+                worker = threading.Thread(target=_write_seen, args=(message, delta, seen))
                 worker.start()
                 worker.join()
             elif op == 7:
