@@ -191,19 +191,20 @@ class MessageHandle(Handle):
                 except UnicodeEncodeError:
                     data = None
                 if data is not None:
-                    with pipeline.lock:
+                    with pipeline.lock:  # `frames` is None once the run has finished
                         text = pipeline.content_view
-                        owner = self._owner
                         if (
                             pipeline.frames is frames
-                            and not pipeline.finished
                             and not self._ended
                             and (
                                 text is None
                                 or (
-                                    not (text.lane_owners and owner in text.lane_owners)
+                                    not (text.lane_owners and self._owner in text.lane_owners)
                                     and self.id in text.opened
-                                    and (owner is None or text.owners.get(self.id) == owner)
+                                    and (
+                                        self._owner is None
+                                        or text.owners.get(self.id) == self._owner
+                                    )
                                 )
                             )
                         ):

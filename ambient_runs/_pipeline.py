@@ -292,6 +292,7 @@ class Pipeline:
                 self._deliver(out)
             self.terminal = batch[-1]
             self.finished = True
+            self.frames = self._frame_sink = None
 
     def last_resort(self, event: ev.RunErrorEvent) -> None:
         """
@@ -309,6 +310,7 @@ class Pipeline:
             self._deliver(event)
             self.terminal = event
             self.finished = True
+            self.frames = self._frame_sink = None
 
     def _deliver(self, event: ev.BaseEvent) -> None:
         _ENCODABLE_GET(type(event), check_encodable)(event)
@@ -435,6 +437,7 @@ class Pipeline:
         """The run is over: refuse further events and mark every open handle ended."""
         with self.lock:
             self.finished = True
+            self.frames = self._frame_sink = None
             stack = list(self.root.values())
             while stack:  # no recursion, whatever the nesting depth
                 handle = stack.pop()
