@@ -288,11 +288,13 @@ class Pipeline:
                     "the terminal event (changed or not) from every transformer."
                 )
                 raise ProtocolError(msg, rule="terminal-event")
+            # From the first terminal attempt on, only the object path: should delivery
+            # fail, the verifier has still seen the run end, and it decides what follows.
+            self.frames = self._frame_sink = None
             for out in batch:
                 self._deliver(out)
             self.terminal = batch[-1]
             self.finished = True
-            self.frames = self._frame_sink = None
 
     def last_resort(self, event: ev.RunErrorEvent) -> None:
         """
@@ -307,10 +309,10 @@ class Pipeline:
         with self.lock:
             if self.terminal is not None:
                 return
+            self.frames = self._frame_sink = None
             self._deliver(event)
             self.terminal = event
             self.finished = True
-            self.frames = self._frame_sink = None
 
     def _deliver(self, event: ev.BaseEvent) -> None:
         _ENCODABLE_GET(type(event), check_encodable)(event)
