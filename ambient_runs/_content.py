@@ -187,29 +187,24 @@ class MessageHandle(Handle):
                 head = self._template()
             if head:
                 try:
-                    data = (head + _encode_str(delta) + self._tail).encode()
+                    data = f"{head}{_encode_str(delta)}{self._tail}".encode()
                 except UnicodeEncodeError:
                     data = None
                 if data is not None:
                     with pipeline.lock:  # `frames` is None once the run has finished
                         text = pipeline.content_view
-                        if (
-                            pipeline.frames is frames
-                            and not self._ended
-                            and (
-                                text is None
-                                or (
-                                    not (text.lane_owners and self._owner in text.lane_owners)
-                                    and self.id in text.opened
-                                    and (
-                                        self._owner is None
-                                        or text.owners.get(self.id) == self._owner
-                                    )
-                                )
-                            )
-                        ):
-                            frames(data)
-                            return
+                        if pipeline.frames is frames and not self._ended:
+                            if text is None:
+                                frames(data)
+                                return
+                            owner, message_id = self._owner, self.id
+                            if (
+                                message_id in text.opened
+                                and (owner is None or text.owners.get(message_id) == owner)
+                                and not (text.lane_owners and owner in text.lane_owners)
+                            ):
+                                frames(data)
+                                return
         message_id = self.id
         if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
             # The id and owner passed the encodability check in TEXT_MESSAGE_START; only

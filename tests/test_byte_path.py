@@ -73,12 +73,20 @@ def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str])
             elif op == 4 and message is not None:
                 end = ev.TextMessageEndEvent(message_id=message.id, subagent_run_id=message.owner)
                 ar.emit(end)
+                others = [o.id for o in owners if o is not run and o.id != message.owner]
+                if pick % 2 and (message.owner is not None or others):
+                    # The same id reopened by hand under another owner.
+                    other = None if message.owner is not None else others[0]
+                    ar.emit(ev.TextMessageStartEvent(message_id=message.id, subagent_run_id=other))
+                message.write(delta)  # its handle is open, its message is not (or not its)
             elif op == 5 and message is not None:
                 ar.emit(
                     ev.TextMessageChunkEvent(
                         message_id=f"chunk-{pick}", delta="c", subagent_run_id=message.owner
                     )
                 )
+                message.write(delta)  # a chunk lane is open on its owner
+                ar.emit(ev.TextMessageChunkEvent(delta="d", subagent_run_id=message.owner))
             elif op == 6:
                 if taps:
                     run.remove_tap(taps.pop())
