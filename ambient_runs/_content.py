@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker
 from ambient_runs._state import operations, send_tracked, tracked_change
-from ambient_runs._wire import check_encodable, json_form, lone_surrogate
+from ambient_runs._wire import check_encodable, frame_template, json_form, lone_surrogate
 from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
 
 if TYPE_CHECKING:
@@ -126,6 +126,9 @@ class Handle:
             self.end()
 
 
+#: The stdlib's C string encoder, the one the framed encoders use for every string.
+_encode_str = json.encoder.encode_basestring
+
 #: Trusted constructors for the hot paths (see `events.unchecked`).
 _content_event = ev.unchecked(ev.TextMessageContentEvent, "message_id", "delta", "subagent_run_id")
 
@@ -140,7 +143,7 @@ class MessageHandle(Handle):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_record", "_send_checked", "id", "role")
+    __slots__ = ("_head", "_record", "_send_checked", "_tail", "id", "role")
     _what = "message"
 
     def __init__(
@@ -150,6 +153,9 @@ class MessageHandle(Handle):
         self.id = message_id
         self.role = role
         self._send_checked = self._pipeline.send_checked
+        #: The byte path's frame around a delta (`_template`), made at its first use.
+        self._head: str | None = None
+        self._tail = ""
         self._open(
             ev.TextMessageStartEvent(
                 message_id=message_id,
@@ -171,6 +177,37 @@ class MessageHandle(Handle):
         """
         if self._ended:
             self._check_open()
+        pipeline = self._pipeline
+        frames = pipeline.frames
+        if frames is not None and type(delta) is str:
+            # The byte path (`Pipeline.frames`): the frame is one string, the delta
+            # its only new part. Verified by construction: the run is active and the
+            # verifier would accept the event (`Entities.on_continue`'s fast case,
+            # read from its state; it keeps no state for a CONTENT). Anything else
+            # (a lone surrogate, a refusal) takes the object path below, which says why.
+            head = self._head
+            if head is None:
+                head = self._template()
+            if head:
+                try:
+                    data = f"{head}{_encode_str(delta)}{self._tail}".encode()
+                except UnicodeEncodeError:
+                    data = None
+                if data is not None:
+                    with pipeline.lock:  # `frames` is None once the run has finished
+                        text = pipeline.content_view
+                        if pipeline.frames is frames and not self._ended:
+                            owner, message_id = self._owner, self.id
+                            if text is None or (
+                                message_id in text.opened
+                                and (owner is None or text.owners.get(message_id) == owner)
+                                and not (text.lane_owners and owner in text.lane_owners)
+                            ):
+                                frames(data)
+                                record = self._record  # the run's history, when it records
+                                if record is not None:
+                                    record.write(delta)
+                                return
         message_id = self.id
         if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
             # The id and owner passed the encodability check in TEXT_MESSAGE_START; only
@@ -185,6 +222,14 @@ class MessageHandle(Handle):
                     message_id=message_id, delta=delta, subagent_run_id=self._owner
                 )
             )
+
+    def _template(self) -> str:
+        """Make the byte path's frame around a delta; "" when this message cannot use it."""
+        model = _content_event(self.id, "-", self._owner)
+        found = frame_template(model, "delta", "data: ", "\n\n")
+        head, self._tail = found if found is not None else ("", "")
+        self._head = head
+        return head
 
     def stream(self, chunks: Iterable[str]) -> str:
         """Write every chunk of *chunks*; return the whole text."""

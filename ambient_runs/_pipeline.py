@@ -24,7 +24,13 @@ One pipeline per `Run`. It owns, under one re-entrant lock:
   closes what is left in its registry (`close_left_open`); a tool call joins the
   registry of the message it belongs to (`message_owners`);
 - the **drain hook** a streaming transport installs for backpressure, and the
-  run's typed state (published by ``_state``).
+  run's typed state (published by ``_state``);
+- the **byte path** (`frames`): when a stream is consumed as SSE
+  (`set_frame_sink`) and no transformer or tap asks for event objects, the
+  library's own hot events (a message's deltas) go into the sink as finished
+  SSE frames (bytes), built from per-handle templates, verified by
+  construction against the verifier's state (`content_view`), under the same
+  lock and in the same order as every object event.
 
 Handles bind `send` once, when they open, and call it for every event; nothing
 outside this module touches the lock-protected fields except under `lock`.
@@ -35,7 +41,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ambient_runs import events as ev
 from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
@@ -118,6 +124,7 @@ class Pipeline:
 
     __slots__ = (
         "_check",
+        "_frame_sink",
         "_interrupt_ids",
         "_message_ids",
         "_sink",
@@ -125,9 +132,11 @@ class Pipeline:
         "_taps",
         "_tool_call_ids",
         "_transformers",
+        "content_view",
         "drain_hook",
         "error_policy",
         "finished",
+        "frames",
         "frontend_calls",
         "history",
         "lock",
@@ -187,6 +196,13 @@ class Pipeline:
         #: The run's conversation (``_history.History``), fed every delivered event;
         #: None when the run does not record its messages.
         self.history: History | None = None
+        self._frame_sink: Callable[[bytes], object] | None = None
+        #: The byte path's sink (`set_frame_sink`) while no transformer or tap wants
+        #: objects, else None: what `MessageHandle.write` hands finished frames to.
+        self.frames: Callable[[bytes], object] | None = None
+        #: The verifier's text messages (``_verify_entities.Messages``), which the byte
+        #: path reads to verify a delta by construction; None when nothing verifies.
+        self.content_view: Any = None
 
     # ------------------------------------------------------------------ the path of an event
 
@@ -292,6 +308,9 @@ class Pipeline:
                     "the terminal event (changed or not) from every transformer."
                 )
                 raise ProtocolError(msg, rule="terminal-event")
+            # From the first terminal attempt on, only the object path: should delivery
+            # fail, the verifier has still seen the run end, and it decides what follows.
+            self.frames = self._frame_sink = None
             for out in batch:
                 self._deliver(out)
             self.terminal = batch[-1]
@@ -310,6 +329,7 @@ class Pipeline:
         with self.lock:
             if self.terminal is not None:
                 return
+            self.frames = self._frame_sink = None
             self._deliver(event)
             self.terminal = event
             self.finished = True
@@ -344,10 +364,25 @@ class Pipeline:
         """The transformers every event goes through, in order."""
         return self._transformers
 
+    def set_frame_sink(self, sink: Callable[[bytes], object]) -> None:
+        """
+        Let the library's hot events reach the sink as SSE frames: *sink* takes bytes.
+
+        The same sink as the run's (a stream's buffer): frames and events share
+        one order. In effect only while no transformer or tap is installed.
+        """
+        with self.lock:
+            self._frame_sink = sink
+            self._byte_path()
+
+    def _byte_path(self) -> None:
+        self.frames = None if self._transformers or self._taps else self._frame_sink
+
     def add_transformer(self, transformer: Transformer) -> None:
         """Also apply *transformer* to every later event, after the others."""
         with self.lock:
             self._transformers = (*self._transformers, transformer)
+            self._byte_path()
 
     def remove_transformer(self, transformer: Transformer) -> None:
         """Stop applying *transformer*; `ValueError` when it is not one of the run's."""
@@ -355,16 +390,19 @@ class Pipeline:
             remaining = list(self._transformers)
             remaining.remove(transformer)
             self._transformers = tuple(remaining)
+            self._byte_path()
 
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""
         with self.lock:
             self._taps.append(tap)
+            self._byte_path()
 
     def remove_tap(self, tap: Sink) -> None:
         """Stop delivering events to *tap*."""
         with self.lock:
             self._taps.remove(tap)
+            self._byte_path()
 
     async def drain(self) -> None:
         """Wait for the transport's consumer (the drain hook), when there is one."""
@@ -423,6 +461,7 @@ class Pipeline:
         """The run is over: refuse further events and mark every open handle ended."""
         with self.lock:
             self.finished = True
+            self.frames = self._frame_sink = None
             stack = list(self.root.values())
             while stack:  # no recursion, whatever the nesting depth
                 handle = stack.pop()

@@ -253,6 +253,8 @@ class Run(Emitters, RunAccessors):
         )
         if record_messages:
             self.pipeline.history = History(before)
+        if verifier is not None:
+            self.pipeline.content_view = verifier.content_view()
         #: What clients learn of exceptions (*expose_errors*, *describe_error*).
         self.error_policy = ErrorPolicy(expose_errors, describe_error)
         self.pipeline.error_policy = self.error_policy

@@ -194,7 +194,8 @@ class _Channel:
     )
 
     def __init__(self, high_water: int) -> None:
-        self.buffer: collections.deque[ev.BaseEvent] = collections.deque()
+        #: Events, and on the byte path (`EventStream._as_frames`) finished SSE frames.
+        self.buffer: collections.deque[Any] = collections.deque()
         self.high_water = high_water
         self.low_water = high_water // 2
         self.max_buffered = 0
@@ -209,8 +210,8 @@ class _Channel:
         self.reader: asyncio.Future[None] | None = None
         self.writer: asyncio.Future[None] | None = None
 
-    def push(self, event: ev.BaseEvent) -> None:
-        """The run's sink: buffer *event* and wake the consumer. Any thread."""
+    def push(self, event: ev.BaseEvent | bytes) -> None:
+        """The run's sink: buffer *event* (or a frame) and wake the consumer. Any thread."""
         buffer = self.buffer
         buffer.append(event)
         size = len(buffer)
@@ -405,11 +406,29 @@ class EventStream:
         buffer = channel.buffer
         if not buffer:
             await self._wait()
-        event = buffer.popleft()
+        event: ev.BaseEvent = buffer.popleft()
         if channel.writer is not None and len(buffer) <= channel.low_water:
             channel.wake_writer()
         self._last = event
         return event
+
+    def _ready(self) -> ev.BaseEvent | bytes | None:
+        """
+        `__anext__` when an item is buffered, without a coroutine: the item, or None.
+
+        For `sse.frames`, which calls it first and awaits `__anext__` only on
+        None: with something buffered `__anext__` returns at once, never
+        suspending, so the two take the same items at the same moments.
+        """
+        channel = self._channel
+        buffer = channel.buffer
+        if not buffer:
+            return None
+        item: ev.BaseEvent | bytes = buffer.popleft()
+        if channel.writer is not None and len(buffer) <= channel.low_water:
+            channel.wake_writer()
+        self._last = item  # type: ignore[assignment]
+        return item
 
     async def _take(self) -> list[ev.BaseEvent]:
         """
@@ -474,6 +493,17 @@ class EventStream:
         channel.woken = False
         size = len(channel.buffer)
         channel.batch = size * 2 if size < _MAX_BATCH // 2 else _MAX_BATCH
+
+    def _as_frames(self) -> None:
+        """
+        The consumer wants SSE frames (`sse.frames`): let the library's hot events
+        arrive as finished frames (bytes) among the events (`Pipeline.set_frame_sink`).
+
+        Only before the first iteration: whoever iterates the stream from then on
+        is the SSE encoder, which passes bytes through and encodes the rest.
+        """
+        if self._task is None and self._last is None:
+            self.run.pipeline.set_frame_sink(self._channel.push)
 
     def _start(self) -> asyncio.Task[None]:
         loop = _running_loop("ambient_runs.stream")

@@ -54,6 +54,7 @@ __all__ = (
     "check_encodable",
     "check_json",
     "encode_json",
+    "frame_template",
     "framed",
     "framed_encoder",
     "from_wire",
@@ -332,6 +333,31 @@ def _text_factory(cls: type[Any]) -> Callable[[Any, str, str], str | None] | Non
     namespace: dict[str, Any] = {"encode_str": encode_str}
     write = compile_function(f"text_{cls.__name__}", lines, namespace, module=__name__)
     return cast("Callable[[Any, str, str], str | None]", write)
+
+
+_TEMPLATE_MARK = "\x00ambient_runs frame template\x00"
+
+
+def frame_template(event: Any, field: str, before: str, after: str) -> tuple[str, str] | None:
+    """
+    Split the frame of *event* around its string *field*: ``(head, tail)``, or None.
+
+    For the library's byte path (`MessageHandle.write` on a stream consumed as
+    SSE): with ``head, tail = frame_template(e, "delta", "data: ", "\\n\\n")``,
+    ``head + json.encoder.encode_basestring(text) + tail`` is, character for
+    character, what the framed encoder writes for *e* with *field* set to
+    *text*: both come from the class's one text writer (`_TEXT`). None when the
+    class has no text writer, or *event* needs the general path.
+    """
+    write = _TEXT.get(type(event))
+    if write is None:
+        return None
+    text = write(attrs.evolve(event, **{field: _TEMPLATE_MARK}), before, after)
+    mark = json.encoder.encode_basestring(_TEMPLATE_MARK)
+    if text is None or text.count(mark) != 1:
+        return None
+    head, tail = text.split(mark)
+    return head, tail
 
 
 def _fstring_literal(text: str) -> str:

@@ -73,6 +73,10 @@ def encode(obj: ev.BaseEvent) -> bytes:
     return b"data: " + encode_json(obj) + b"\n\n"
 
 
+#: `encode` as defined here: the byte path writes its bytes, so it is off when replaced.
+_ENCODE = encode
+
+
 def frame(data: bytes, *, id: int | str | None = None) -> bytes:
     """
     Return an SSE frame for event JSON already encoded (`ambient_runs.encode_json`'s).
@@ -135,7 +139,21 @@ def frames(
 
     .. versionadded:: 0.1.0
     """
-    return _frames(aiter(events), check_keep_alive(keep_alive), _policy_of(events))
+    keep_alive = check_keep_alive(keep_alive)
+    _as_frames(events)
+    return _frames(aiter(events), keep_alive, _policy_of(events))
+
+
+def _as_frames(events: object) -> None:
+    """
+    Tell an `ambient_runs.stream` that its consumer is this SSE encoder.
+
+    It may then hand over the library's hot events as finished frames (bytes,
+    the same bytes `encode` writes), which are passed through.
+    """
+    as_frames = getattr(events, "_as_frames", None)
+    if as_frames is not None and encode is _ENCODE:  # its frames are this encoder's bytes
+        as_frames()
 
 
 def _policy_of(events: object) -> ErrorPolicy:
@@ -163,17 +181,29 @@ def check_keep_alive(keep_alive: float | None) -> float | None:
 
 
 async def _frames(
-    events: AsyncIterator[ev.BaseEvent], keep_alive: float | None, policy: ErrorPolicy
+    events: AsyncIterator[ev.BaseEvent | bytes], keep_alive: float | None, policy: ErrorPolicy
 ) -> AsyncGenerator[bytes, None]:
-    pending: asyncio.Task[ev.BaseEvent | None] | None = None
+    pending: asyncio.Task[ev.BaseEvent | bytes | None] | None = None
     ended = False  # the terminal event has gone out
     try:
         if keep_alive is None:
-            async for event in events:
+            # An `ambient_runs.stream` hands over what is buffered without a coroutine.
+            ready: Callable[[], ev.BaseEvent | bytes | None] = getattr(
+                events, "_ready", _nothing_ready
+            )
+            while True:
+                event = ready()
+                if event is None:
+                    try:
+                        event = await anext(events)
+                    except StopAsyncIteration:
+                        return
+                if isinstance(event, bytes):  # a frame already (the byte path)
+                    yield event
+                    continue
                 frame = encode(event)
                 ended = isinstance(event, _TERMINAL)
                 yield frame
-            return
         while True:
             if pending is None:
                 pending = asyncio.create_task(_next(events))
@@ -185,6 +215,9 @@ async def _frames(
             pending = None
             if arrived is None:
                 return
+            if isinstance(arrived, bytes):  # a frame already (the byte path)
+                yield arrived
+                continue
             frame = encode(arrived)
             ended = isinstance(arrived, _TERMINAL)
             yield frame
@@ -217,6 +250,7 @@ async def _batches(
     frames that did encode, worded by the run's error policy) behave as in `frames`.
     """
     policy = _policy_of(events)
+    _as_frames(events)
     source = aiter(events)
     take: _Take = getattr(source, "_take", None) or _singly(source)
     pending: asyncio.Task[list[ev.BaseEvent]] | None = None
@@ -236,12 +270,12 @@ async def _batches(
             if not batch:
                 return
             try:
-                body = b"".join([encode(event) for event in batch])
+                body = b"".join([_frame(event) for event in batch])
             except Exception as error:
                 head = []  # the frames before the one that failed go out first
                 for event in batch:
                     try:
-                        head.append(encode(event))
+                        head.append(_frame(event))
                     except Exception:
                         break
                     ended = isinstance(event, _TERMINAL)
@@ -257,6 +291,15 @@ async def _batches(
         yield _error_frame(error, policy)
     finally:
         await _close(pending, source)
+
+
+def _frame(event: ev.BaseEvent | bytes) -> bytes:
+    """The frame of *event*, which may be one already (the byte path)."""
+    return event if isinstance(event, bytes) else encode(event)
+
+
+def _nothing_ready() -> None:
+    return None
 
 
 def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:
@@ -293,6 +336,6 @@ def _error_frame(error: Exception, policy: ErrorPolicy) -> bytes:
         return encode(ev.RunErrorEvent(message=GENERIC_MESSAGE, code=type(error).__name__))
 
 
-async def _next(events: AsyncIterator[ev.BaseEvent]) -> ev.BaseEvent | None:
+async def _next(events: AsyncIterator[ev.BaseEvent | bytes]) -> ev.BaseEvent | bytes | None:
     """Return the next event, or None at the end (a task cannot end in StopAsyncIteration)."""
     return await anext(events, None)

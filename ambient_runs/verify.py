@@ -332,6 +332,17 @@ class Verifier:
             first = found[0]
             raise ProtocolError(first.message, rule=first.rule, violations=found)
 
+    def content_view(self) -> Any:
+        """
+        The state of the run's text messages, for a check done by construction.
+
+        ``_verify_entities.Messages``: the byte path (``MessageHandle.write``)
+        reads its ``opened``, ``owners`` and ``lane_owners`` to accept a delta
+        exactly when `check` would (``Entities.on_continue``'s fast case) and
+        sends the event as an object, through `check`, otherwise. Package-internal.
+        """
+        return self._text
+
     def verify(self, events: Iterable[ev.Event]) -> tuple[Violation, ...]:
         """
         Feed every event of *events*, and collect all violations.

@@ -1,0 +1,166 @@
+"""
+The byte path has one semantics: that of the object path, encoded afterwards.
+
+When an `ambient_runs.stream` is consumed by `sse.frames` (what `AgentApp` and
+the README's Starlette route do) and no transformer or tap wants objects, a
+message's deltas go to the stream as finished SSE frames (``Pipeline.frames``),
+verified by construction. Each random program here runs twice: once through
+that byte path, once with the stream iterated as objects and every event
+encoded with `sse.encode` afterwards. The bytes must be identical, what the
+program saw raised must be identical, and the object stream must pass the
+strict `Verifier`.
+
+The programs are `tests/_programs.py`'s (nesting, subagents that fail or are
+left open, tool calls, reasoning, state, steps, activities), interleaved with
+steps aimed at the byte path's refusals: deltas JSON must escape or cannot
+carry (a lone surrogate), a TEXT_MESSAGE_END sent by hand for a handle's
+message, a chunk lane opened on the message's owner, explicit message ids, a
+tap added and removed mid-run (the path switches off and on), and writes from
+a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ambient_runs as ar
+from ambient_runs import events as ev
+from ambient_runs import sse
+from ambient_runs.verify import Verifier
+from tests._programs import INPUT, _drive, programs
+
+#: Deltas: plain, non-ASCII, escapes, empty, and ones UTF-8 cannot carry.
+_DELTAS = st.sampled_from(
+    ["x", "", "café", '"q"', "tab\t", "line\n", "\\", "\u2028", "東京", "\ud800", "a\udfffb"]
+) | st.text(max_size=6)
+
+#: A byte-path step: (operation, a choice among the open messages, a delta).
+_steps = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 100), _DELTAS), max_size=25)
+
+
+def _write_seen(message: ar.MessageHandle, delta: str, seen: list[str]) -> None:
+    """A worker thread's write: what it raised is recorded like the rest."""
+    try:
+        message.write(delta)
+    except Exception as error:
+        seen.append(f"thread:{type(error).__name__}:{getattr(error, 'rule', None)}")
+
+
+def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str]) -> None:
+    owners: list[Any] = [run]
+    messages: list[ar.MessageHandle] = []
+    tapped: list[ev.BaseEvent] = []
+    taps: list[Any] = []
+    for op, pick, delta in steps:
+        owners = [o for o in owners if o is run or not o.ended]
+        owner = owners[pick % len(owners)]
+        message = messages[pick % len(messages)] if messages else None
+        try:
+            if op == 0:
+                explicit = {"id": f"explicit-{pick}"} if pick % 3 == 0 else {}
+                messages.append(owner.message(**explicit))
+            elif op in (1, 2) and message is not None:
+                message.write(delta)
+            elif op == 3 and message is not None:
+                message.end()
+            elif op == 4 and message is not None:
+                end = ev.TextMessageEndEvent(message_id=message.id, subagent_run_id=message.owner)
+                ar.emit(end)
+                others = [o.id for o in owners if o is not run and o.id != message.owner]
+                if pick % 2 and (message.owner is not None or others):
+                    # The same id reopened by hand under another owner.
+                    other = None if message.owner is not None else others[0]
+                    ar.emit(ev.TextMessageStartEvent(message_id=message.id, subagent_run_id=other))
+                message.write(delta)  # its handle is open, its message is not (or not its)
+            elif op == 5 and message is not None:
+                ar.emit(
+                    ev.TextMessageChunkEvent(
+                        message_id=f"chunk-{pick}", delta="c", subagent_run_id=message.owner
+                    )
+                )
+                message.write(delta)  # a chunk lane is open on its owner
+                ar.emit(ev.TextMessageChunkEvent(delta="d", subagent_run_id=message.owner))
+            elif op == 6:
+                if taps:
+                    run.remove_tap(taps.pop())
+                else:
+                    taps.append(tapped.append)
+                    run.add_tap(taps[-1])
+            elif op == 7 and message is not None:
+                worker = threading.Thread(target=_write_seen, args=(message, delta, seen))
+                worker.start()
+                worker.join()
+            elif op == 7:
+                owners.append(owner.subagent(f"bytes{pick % 3}").start())
+        except Exception as error:  # what the program saw raised is compared too
+            seen.append(f"{op}:{type(error).__name__}:{getattr(error, 'rule', None)}")
+
+
+def _agent(
+    program: list[tuple[int, int, int]], steps: list[tuple[int, int, str]], seen: list[str]
+) -> Callable[[ar.Run], Awaitable[None]]:
+    async def agent(run: ar.Run) -> None:
+        _byte_steps(run, steps, seen)
+        _drive(run, program, "success")
+        _byte_steps(run, steps, seen)
+
+    return agent
+
+
+async def _through_bytes(agent: Any) -> bytes:
+    return b"".join([frame async for frame in sse.frames(ar.stream(agent, INPUT))])
+
+
+async def _through_objects(agent: Any) -> tuple[bytes, list[ev.BaseEvent]]:
+    events = [event async for event in ar.stream(agent, INPUT)]
+    return b"".join(sse.encode(event) for event in events), events
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs, _steps)
+def test_the_byte_path_writes_the_object_paths_bytes(
+    program: list[tuple[int, int, int]], steps: list[tuple[int, int, str]]
+) -> None:
+    seen_bytes: list[str] = []
+    seen_objects: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ar.LeftOpenWarning)  # part of the point
+        warnings.simplefilter("ignore", ar.HandleWarning)
+        data = asyncio.run(_through_bytes(_agent(program, steps, seen_bytes)))
+        expected, events = asyncio.run(_through_objects(_agent(program, steps, seen_objects)))
+    assert data == expected
+    assert seen_bytes == seen_objects
+    assert Verifier(strict=True).verify(events) == ()
+
+
+def test_deltas_go_out_as_frames_only_where_nobody_asks_for_objects() -> None:
+    """The byte path is taken (frames in the buffer), and not once a tap wants objects."""
+    kinds: list[list[str]] = []
+
+    async def agent(run: ar.Run) -> None:
+        buffer = stream._channel.buffer
+        with ar.message() as message:
+            message.write("one")
+            kinds.append([type(item).__name__ for item in buffer])
+            run.add_tap(lambda event: None)
+            message.write("two")
+            kinds.append([type(item).__name__ for item in buffer])
+
+    stream = ar.stream(agent, INPUT)
+
+    async def consume() -> list[bytes]:
+        return [frame async for frame in sse.frames(stream)]
+
+    frames = asyncio.run(consume())
+    assert kinds[0][-1] == "bytes"
+    assert kinds[1][-1] == "TextMessageContentEvent"
+    assert frames[2] == sse.encode(
+        ev.TextMessageContentEvent(message_id=stream.run.run_id + "-msg-1", delta="one")
+    )
