@@ -71,8 +71,8 @@ class RunAccessors:
         which round-trips through ``MESSAGES_SNAPSHOT`` and a thread store.
 
         What a transformer changed is what the history holds: it is built from
-        the events as delivered. With ``record_messages=False`` this is only
-        the conversation before the run.
+        the events as delivered. Without *record_messages* (the default) this
+        is only the conversation before the run.
         """
         return self._accessed_run()._conversation()
 

@@ -389,7 +389,8 @@ def publish_messages() -> None:
     attributable: called inside a subagent, it is the same run-wide event.
 
     Raises:
-        MessagesNotRecordedError: The run was made with ``record_messages=False``.
+        MessagesNotRecordedError: The run records no messages (it was made
+            without ``record_messages=True``, outside ``AgentApp(threads=...)``).
         NoActiveRunError: No run is ambient.
 
     .. versionadded:: 0.2.0

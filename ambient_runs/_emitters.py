@@ -269,9 +269,9 @@ def publish_messages_in(frame: Frame) -> None:
     history = pipeline.history
     if history is None:
         msg = (
-            "publish_messages() needs the run's history, and this run was made with "
-            "record_messages=False: make it with record_messages=True (the default), or "
-            "send your own ambient_runs.events.MessagesSnapshotEvent with emit()"
+            "publish_messages() needs the run's history, and this run records none: make it "
+            "with record_messages=True (Run, stream, AgentApp; AgentApp(threads=...) does), "
+            "or send your own ambient_runs.events.MessagesSnapshotEvent with emit()"
         )
         raise MessagesNotRecordedError(msg)
     with pipeline.lock:

@@ -268,7 +268,8 @@ class AgentApp:
             client's copy of one replacing it in place, new ones after); the run
             starts from that, opening with ``MESSAGES_SNAPSHOT`` when the client
             did not already hold all of it; when the agent is done, before the
-            terminal event, the run's whole history (`Run.messages`) is saved.
+            terminal event, the run's whole history (`Run.messages`; every run
+            records its messages, ``record_messages=True``) is saved.
             A load that fails is a 503; a save that fails ends a run that would
             have succeeded with ``RUN_ERROR`` code ``thread_store_error`` (see
             ``ambient_runs.conversations``).
@@ -324,13 +325,13 @@ class AgentApp:
                     f"save(thread_id, messages)), not {threads!r}"
                 )
                 raise TypeError(msg)
-            for owned in ("history", "record_messages"):
-                if owned in run_options:
-                    msg = (
-                        f"with threads=, AgentApp owns the run's {owned} (the thread's "
-                        f"conversation); do not pass {owned}="
-                    )
-                    raise TypeError(msg)
+            if "history" in run_options or run_options.get("record_messages") is False:
+                msg = (
+                    "with threads=, AgentApp owns the run's history (the thread's "
+                    "conversation, recorded): do not pass history= or record_messages=False"
+                )
+                raise TypeError(msg)
+            run_options = {**run_options, "record_messages": True}
         if max_body < 0:
             msg = f"max_body must be >= 0, not {max_body}"
             raise ValueError(msg)

@@ -4,6 +4,8 @@ Conversation threads: where a server keeps a thread's messages between its runs.
 `ambient_runs.asgi.AgentApp` (``threads=``) uses a `ThreadStore` so that every
 run of a thread starts from the whole conversation, whatever the client sends:
 
+Under a store every run records its messages (``record_messages=True``):
+
 1. before the run, it **loads** the thread (``await threads.load(thread_id)``)
    and merges what the client sent into it (`merge_history`); the run starts
    from that (`Run`'s *history*), and opens with a ``MESSAGES_SNAPSHOT`` when

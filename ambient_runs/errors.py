@@ -174,10 +174,12 @@ class HandleClosedError(AmbientRunsError, RuntimeError):
 
 class MessagesNotRecordedError(AmbientRunsError, RuntimeError):
     """
-    `publish_messages` was called on a run made with ``record_messages=False``.
+    `publish_messages` was called on a run that records no messages.
 
-    Such a run keeps no history of its own messages, and a ``MESSAGES_SNAPSHOT``
-    of only the messages before it would make the client drop the run's.
+    A run records its messages with ``record_messages=True`` (off by default)
+    or under ``AgentApp(threads=...)``; without, it keeps no history of its own
+    messages, and a ``MESSAGES_SNAPSHOT`` of only the messages before it would
+    make the client drop the run's.
 
     .. versionadded:: 0.2.0
     """

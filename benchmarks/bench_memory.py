@@ -10,9 +10,9 @@ two of its reads the agent gets to emit a burst. Only backpressure keeps the
 buffer bounded.
 
 Peak RSS is read after a short warm-up stream and again at the end; the growth
-is the figure (the run records its history: the message's text is kept, once,
-and a second run with ``record_messages=False`` shows the same without). The
-peak is ``/proc/self/status``'s ``VmHWM`` on Linux (not
+is the figure (a second run with ``record_messages=True`` shows what keeping
+the run's history, the message's text, adds). The peak is
+``/proc/self/status``'s ``VmHWM`` on Linux (not
 ``ru_maxrss``, which a child inherits from its parent across ``exec``), and
 ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` elsewhere; ``VmRSS`` is also
 sampled during the stream where available. A control run (in its
@@ -77,7 +77,7 @@ def _maxrss_mb() -> float:
 
 
 async def _stream_once(
-    n_events: int, drain_every: int, buffer: int, *, history: bool = True
+    n_events: int, drain_every: int, buffer: int, *, history: bool = False
 ) -> dict[str, Any]:
     import ambient_runs as ar
     from ambient_runs import _stream, sse
@@ -124,7 +124,9 @@ async def _stream_once(
     }
 
 
-def child(n_events: int, drain_every: int, buffer: int, *, history: bool = True) -> dict[str, Any]:
+def child(
+    n_events: int, drain_every: int, buffer: int, *, history: bool = False
+) -> dict[str, Any]:
     """The measurement, in this process: warm up, then stream and compare peak RSS."""
     warm_up = _stream_once(min(2000, n_events), drain_every, buffer, history=history)
     asyncio.run(warm_up)  # imports, caches
@@ -144,7 +146,7 @@ def child(n_events: int, drain_every: int, buffer: int, *, history: bool = True)
 
 
 def _in_subprocess(
-    n_events: int, drain_every: int, buffer: int, *, history: bool = True
+    n_events: int, drain_every: int, buffer: int, *, history: bool = False
 ) -> dict[str, Any]:
     cmd = [
         sys.executable,
@@ -156,7 +158,7 @@ def _in_subprocess(
         str(drain_every),
         "--buffer",
         str(buffer),
-        *(() if history else ("--no-history",)),
+        *(("--history",) if history else ()),
     ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:
@@ -232,7 +234,7 @@ def run(
     """Measure in a subprocess; also a control (the same events, no drain) in another."""
     measured = _in_subprocess(n_events, drain_every, buffer)
     control = _in_subprocess(n_events, 0, buffer)
-    unrecorded = _in_subprocess(n_events, drain_every, buffer, history=False)
+    recorded = _in_subprocess(n_events, drain_every, buffer, history=True)
     growth = measured["peak_rss_growth_mb"]
     text_mb = n_events * len(_DELTA) / 1e6
     held = kept(n_calls, n_runs)
@@ -253,17 +255,14 @@ def run(
                 "values": [growth],
                 "unit": "MB",
                 "target": {"op": "<", "value": 64.0},
-                "note": (
-                    f"one measurement in a fresh subprocess; the run's history holds the "
-                    f"message's {text_mb:.1f} MB of text"
-                ),
+                "note": ("one measurement in a fresh subprocess"),
             },
             {
-                "name": f"memory: the same, record_messages=False, {n_events:,} events",
-                "values": [unrecorded["peak_rss_growth_mb"]],
+                "name": f"memory: the same, record_messages=True, {n_events:,} events",
+                "values": [recorded["peak_rss_growth_mb"]],
                 "unit": "MB",
                 "target": None,
-                "note": "no history: what recording the message's text costs is the difference",
+                "note": f"the run's history keeps the message's {text_mb:.1f} MB of text",
             },
             {
                 "name": f"memory control: {control['n_events']:,} events, no drain",
@@ -313,9 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", type=int, required=True, metavar="N_EVENTS")
     parser.add_argument("--drain-every", type=int, default=100)
     parser.add_argument("--buffer", type=int, default=1024)
-    parser.add_argument("--no-history", action="store_true", help="record_messages=False")
+    parser.add_argument("--history", action="store_true", help="record_messages=True")
     args = parser.parse_args(argv)
-    result = child(args.child, args.drain_every, args.buffer, history=not args.no_history)
+    result = child(args.child, args.drain_every, args.buffer, history=args.history)
     print(json.dumps(result))
     return 0
 

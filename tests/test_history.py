@@ -33,6 +33,11 @@ BEFORE = (
 )
 
 
+def recorded(input: ev.RunAgentInput, **options: Any) -> ar.Run:
+    """A run that records its messages (``record_messages=True``; off by default)."""
+    return ar.Run(input, record_messages=True, **options)
+
+
 def history_wire(run: ar.Run) -> list[JsonDict]:
     return [ar.to_wire(m) for m in run.messages]
 
@@ -184,7 +189,7 @@ class TestAgreesWithTheOfficialClient:
         """For every program, `run.messages` is what the official client's reducer builds."""
         runs: dict[str, ar.Run] = {}
         for name, program in PROGRAMS.items():
-            with ar.Run(make_input(run_id=name, messages=BEFORE)) as run:
+            with recorded(make_input(run_id=name, messages=BEFORE)) as run:
                 program(run)  # verified as it goes (the run's verifier is on)
             runs[name] = run
         verdicts = client_verify(
@@ -199,7 +204,7 @@ class TestAgreesWithTheOfficialClient:
 
     def test_a_message_in_flight_has_its_text_so_far(self) -> None:
         """Mid-message, the history holds the open message with what was written, unended."""
-        with ar.Run(make_input()) as run, ar.message() as m:
+        with recorded(make_input()) as run, ar.message() as m:
             m.write("half ")
             m.write("way")
             mid = run.messages
@@ -220,7 +225,7 @@ class TestAttribution:
             ar.say("found it")
             return ar.current_subagent_id() or ""
 
-        async with ar.Run(make_input(user="hi")) as run:
+        async with recorded(make_input(user="hi")) as run:
             ar.say("on it")
             ids = await asyncio.gather(research(), research())
             handle = run.subagent("writer").start()
@@ -238,7 +243,7 @@ class TestAttribution:
 
     def test_a_tool_call_belongs_to_its_message_and_its_result_to_its_scope(self) -> None:
         """Calls go on the message holding them; a result takes the tag of the scope sending it."""
-        with ar.Run(make_input()) as run:
+        with recorded(make_input()) as run:
             with ar.subagent("a") as a:
                 said = ar.say("calling")
             call = run.tool_call("t", parent_message_id=said)
@@ -263,7 +268,7 @@ class TestWhatIsRecorded:
                 )
             return event
 
-        with ar.Run(make_input(), transformers=[redact]) as run, ar.message() as m:
+        with recorded(make_input(), transformers=[redact]) as run, ar.message() as m:
             m.write("the secret ")
             run.remove_transformer(redact)
             m.write("is out")
@@ -272,7 +277,7 @@ class TestWhatIsRecorded:
 
     def test_the_input_messages_come_first_unchanged(self) -> None:
         """The messages before the run are the same objects, in the client's order."""
-        with ar.Run(make_input(messages=BEFORE)) as run:
+        with recorded(make_input(messages=BEFORE)) as run:
             ar.say("hi")
 
         assert BEFORE == run.messages[:3]
@@ -280,7 +285,7 @@ class TestWhatIsRecorded:
 
     def test_reading_twice_with_nothing_open_gives_the_same_tuple(self) -> None:
         """With nothing open the tuple is cached; a new event makes a new one."""
-        with ar.Run(make_input()) as run:
+        with recorded(make_input()) as run:
             ar.say("a")
             first = run.messages
             assert first is run.messages
@@ -290,12 +295,12 @@ class TestWhatIsRecorded:
     def test_last_user_text_reads_the_history(self) -> None:
         """`last_user_text` sees the conversation, a loaded history included."""
         loaded = (ev.UserMessage(id="old", content="from the store"),)
-        with ar.Run(make_input(), history=loaded) as run:
+        with recorded(make_input(), history=loaded) as run:
             assert "from the store" == run.last_user_text()
 
     def test_a_handle_reads_the_same_history(self) -> None:
         """A subagent handle's ``messages`` is the run's."""
-        with ar.Run(make_input(user="hi")) as run, ar.subagent("s") as sub:
+        with recorded(make_input(user="hi")) as run, ar.subagent("s") as sub:
             ar.say("x")
             assert run.messages == sub.messages
 
@@ -303,7 +308,7 @@ class TestWhatIsRecorded:
 class TestTheHotPath:
     def test_a_streamed_message_keeps_its_text_not_its_deltas(self) -> None:
         """Past `COMPACT_EVERY` pending deltas the history joins them: no delta is kept."""
-        with ar.Run(make_input(), sink=lambda event: None) as run, ar.message() as m:
+        with recorded(make_input(), sink=lambda event: None) as run, ar.message() as m:
             deltas = [f"piece {i} " for i in range(4 * COMPACT_EVERY)]
             before = [sys.getrefcount(d) for d in deltas]
             for delta in deltas:
@@ -317,7 +322,7 @@ class TestTheHotPath:
 
     def test_at_most_compact_every_deltas_wait_to_be_joined(self) -> None:
         """Between joins, the pending deltas are held: never more than `COMPACT_EVERY`."""
-        with ar.Run(make_input(), sink=lambda event: None), ar.message() as m:
+        with recorded(make_input(), sink=lambda event: None), ar.message() as m:
             deltas = [f"piece {i} " for i in range(COMPACT_EVERY + 10)]
             before = [sys.getrefcount(d) for d in deltas]
             for delta in deltas:
@@ -331,7 +336,7 @@ class TestTheHotPath:
 
     def test_a_transformer_added_mid_message_records_each_delta_once(self) -> None:
         """Fast path before, the transformers' path after: every delta once, in order."""
-        with ar.Run(make_input()) as run, ar.message() as m:
+        with recorded(make_input()) as run, ar.message() as m:
             m.write("fast, ")
             run.add_transformer(lambda event: event)
             m.write("then transformed")
@@ -340,10 +345,10 @@ class TestTheHotPath:
 
 
 class TestRecordingOff:
-    def test_messages_are_those_before_the_run(self) -> None:
-        """With ``record_messages=False`` nothing is kept: `messages` is the input's."""
+    def test_by_default_messages_are_those_before_the_run(self) -> None:
+        """By default nothing is kept: `messages` is the input's, as before."""
         inp = make_input(user="hi")
-        with ar.Run(inp, record_messages=False) as run:
+        with ar.Run(inp) as run:
             ar.say("not kept")
             with ar.message() as m:
                 m.write("nor this")
@@ -354,7 +359,7 @@ class TestRecordingOff:
     def test_publish_messages_refuses(self) -> None:
         """A snapshot without the run's messages would drop them at the client: it raises."""
         with (
-            ar.Run(make_input(), record_messages=False),
+            ar.Run(make_input()),
             pytest.raises(ar.MessagesNotRecordedError, match="record_messages=True"),
         ):
             ar.publish_messages()
@@ -363,7 +368,7 @@ class TestRecordingOff:
 class TestPublishMessages:
     def test_sends_the_history_as_one_snapshot_that_is_not_attributed(self) -> None:
         """Module-level, on the run and on a handle: one MESSAGES_SNAPSHOT of `run.messages`."""
-        with ar.Run(make_input(user="hi")) as run:
+        with recorded(make_input(user="hi")) as run:
             with ar.subagent("s") as sub:
                 ar.say("from s")
                 ar.publish_messages()
@@ -387,7 +392,7 @@ class TestPublishMessages:
     def test_before_an_interrupt_the_client_gets_the_conversation(self) -> None:
         """Published before pausing, the snapshot reaches the client and the run pauses validly."""
         inp = make_input(user="book it")
-        with ar.Run(inp) as run:
+        with recorded(inp) as run:
             ar.say("Shall I?")
             ar.publish_messages()
             raise ar.Interrupted(ar.interrupt("approval"))
@@ -403,7 +408,7 @@ class TestHistoryArgument:
     def test_a_history_the_client_lacks_is_sent_first(self) -> None:
         """*history* beyond the client's messages: MESSAGES_SNAPSHOT right after RUN_STARTED."""
         loaded = (ev.UserMessage(id="earlier", content="hello"),)
-        with ar.Run(make_input(), history=loaded) as run:
+        with recorded(make_input(), history=loaded) as run:
             ar.say("answer")
 
         events = wire(list(run.events))
@@ -438,7 +443,7 @@ class TestHistoryArgument:
             return ev.UserMessage(id=mid, content=f"asked {mid}")
 
         loaded = tuple(message(m) for m in history)
-        with ar.Run(make_input(messages=[message(m) for m in sent]), history=loaded) as run:
+        with recorded(make_input(messages=[message(m) for m in sent]), history=loaded) as run:
             ar.say("answer")
 
         [verdict] = client_verify(
@@ -460,7 +465,7 @@ class TestHistoryArgument:
             *sent.messages,
             ev.ActivityMessage(id="act", activity_type="plan", content={"a": 1}),
         )
-        with ar.Run(sent, history=loaded) as run:
+        with recorded(sent, history=loaded) as run:
             pass
 
         assert ["RUN_STARTED", "RUN_FINISHED"] == [e["type"] for e in wire(list(run.events))]
@@ -468,7 +473,7 @@ class TestHistoryArgument:
 
     def test_a_result_answers_a_call_from_the_history(self) -> None:
         """A call only the history holds is known to the verifier: its result is accepted."""
-        with ar.Run(make_input(), history=BEFORE) as run:
+        with recorded(make_input(), history=BEFORE) as run:
             ar.emit(ev.ToolCallResultEvent(message_id="r", tool_call_id="old-call", content="x"))
 
         assert "r" == run.messages[3].id

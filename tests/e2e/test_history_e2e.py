@@ -140,7 +140,7 @@ class TestPublishMessages:
             histories.append(run.messages)
             raise ar.Interrupted(ar.interrupt("approval", message="Book it?"))
 
-        async with serving(AgentApp(agent)) as url:
+        async with serving(AgentApp(agent, record_messages=True)) as url:
             result = await turn(url, "r0", [user("r0", "Book it")])
 
         [run] = result["runs"]
