@@ -164,3 +164,25 @@ def test_deltas_go_out_as_frames_only_where_nobody_asks_for_objects() -> None:
     assert frames[2] == sse.encode(
         ev.TextMessageContentEvent(message_id=stream.run.run_id + "-msg-1", delta="one")
     )
+
+
+def test_a_recorded_history_holds_the_deltas_the_byte_path_sent() -> None:
+    """record_messages=True: deltas that became frames directly are in run.messages too."""
+    kinds: list[str] = []
+
+    async def agent(run: ar.Run) -> None:
+        buffer = stream._channel.buffer
+        with ar.message() as message:
+            for word in ("byte ", "path ", "text"):
+                message.write(word)
+            kinds.append(type(buffer[-1]).__name__)
+
+    stream = ar.stream(agent, INPUT, record_messages=True)
+
+    async def consume() -> list[bytes]:
+        return [frame async for frame in sse.frames(stream)]
+
+    asyncio.run(consume())
+    assert kinds == ["bytes"]  # the deltas took the byte path
+    [said] = [m for m in stream.run.messages if isinstance(m, ev.AssistantMessage)]
+    assert said.content == "byte path text"
