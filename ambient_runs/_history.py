@@ -378,18 +378,28 @@ class History:
         self._close_text("text", event.message_id)
 
     def _on_text_chunk(self, event: ev.TextMessageChunkEvent) -> None:
-        lane = ("text", event.subagent_run_id)
+        self._on_chunk("text", event, event.role, event.name)
+
+    def _on_chunk(
+        self,
+        kind: str,
+        event: ev.TextMessageChunkEvent | ev.ReasoningMessageChunkEvent,
+        role: str | None,
+        name: str | None,
+    ) -> None:
+        """A text or reasoning chunk: the lane of its owner opens, continues or moves on."""
+        lane = (kind, event.subagent_run_id)
         message_id = event.message_id or self._lanes.get(lane)
         if message_id is None:
             return
         previous = self._lanes.get(lane)
         if previous != message_id:
             if previous is not None:
-                self._close_text("text", previous)
+                self._close_text(kind, previous)
             self._lanes[lane] = message_id
-            self._start_message("text", message_id, event.role, event.name, event)
+            self._start_message(kind, message_id, role, name, event)
         if event.delta is not None:
-            self._write("text", message_id, event.delta)
+            self._write(kind, message_id, event.delta)
 
     def _on_reasoning_start(self, event: ev.ReasoningMessageStartEvent) -> None:
         self._start_message("reasoning", event.message_id, None, None, event)
@@ -403,18 +413,7 @@ class History:
         self._close_text("reasoning", event.message_id)
 
     def _on_reasoning_chunk(self, event: ev.ReasoningMessageChunkEvent) -> None:
-        lane = ("reasoning", event.subagent_run_id)
-        message_id = event.message_id or self._lanes.get(lane)
-        if message_id is None:
-            return
-        previous = self._lanes.get(lane)
-        if previous != message_id:
-            if previous is not None:
-                self._close_text("reasoning", previous)
-            self._lanes[lane] = message_id
-            self._start_message("reasoning", message_id, None, None, event)
-        if event.delta is not None:
-            self._write("reasoning", message_id, event.delta)
+        self._on_chunk("reasoning", event, None, None)
 
     def _start_call(
         self, call_id: str, name: str, parent_id: str | None, event: ev.BaseEvent

@@ -35,6 +35,7 @@ __all__ = [
     "ClientVerdict",
     "NodeHarnessError",
     "aclient_run",
+    "assert_clean",
     "client_run",
     "client_verify",
     "ensure_node_modules",
@@ -287,6 +288,16 @@ def _run_spec(
     if initial_state is not None:
         spec["initialState"] = initial_state
     return _dumps(spec).encode("utf-8")
+
+
+def assert_clean(run: Mapping[str, Any]) -> None:
+    """The client accepted the run whole: it resolved, nothing failed, warned or was stripped."""
+    assert (None, None, [], []) == (
+        run["error"],
+        run["runFailed"],
+        run["warnings"],
+        run["consoleErrors"],
+    )
 
 
 def client_run(

@@ -15,7 +15,7 @@ import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from _node import ClientRunResult, aclient_run
+from _node import ClientRunResult, aclient_run, assert_clean
 from _uvicorn_server import E2E, serving
 
 import ambient_runs as ar
@@ -51,16 +51,6 @@ async def drive(
 def types_of(events: Sequence[JsonDict]) -> list[str]:
     """Return the ``type`` of each wire event."""
     return [e["type"] for e in events]
-
-
-def assert_clean(run: Mapping[str, Any]) -> None:
-    """Assert the client accepted the run whole: it resolved, nothing failed or was stripped."""
-    assert (None, None, [], []) == (
-        run["error"],
-        run["runFailed"],
-        run["warnings"],
-        run["consoleErrors"],
-    )
 
 
 async def chunks(parts: Sequence[str], pause: float = 0.002) -> AsyncIterator[str]:

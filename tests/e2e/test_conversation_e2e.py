@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 import pydantic
-from _node import ClientRunResult, aclient_run
+from _node import ClientRunResult, aclient_run, assert_clean
 from _uvicorn_server import E2E, serving
 
 import ambient_runs as ar
@@ -26,16 +26,6 @@ from ambient_runs.asgi import AgentApp
 pytestmark = E2E
 
 THREAD = "thread-convo"
-
-
-def assert_clean(run: Mapping[str, Any]) -> None:
-    """The client accepted the run whole: it resolved, nothing failed, warned or was stripped."""
-    assert (None, None, [], []) == (
-        run["error"],
-        run["runFailed"],
-        run["warnings"],
-        run["consoleErrors"],
-    )
 
 
 async def drive(

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _node import ClientRunResult, aclient_run
+from _node import ClientRunResult, aclient_run, assert_clean
 from _uvicorn_server import E2E, serving
 
 import ambient_runs as ar
@@ -24,16 +24,6 @@ CONFIRM = {
     "description": "Ask the user to confirm something",
     "parameters": {"type": "object", "properties": {"question": {"type": "string"}}},
 }
-
-
-def assert_clean(run: Mapping[str, Any]) -> None:
-    """The client accepted the run whole: it resolved, nothing failed, warned or was stripped."""
-    assert (None, None, [], []) == (
-        run["error"],
-        run["runFailed"],
-        run["warnings"],
-        run["consoleErrors"],
-    )
 
 
 async def drive(app: AgentApp, runs: Sequence[Mapping[str, Any]]) -> ClientRunResult:

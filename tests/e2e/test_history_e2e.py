@@ -7,10 +7,10 @@ without a thread store.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from _node import ClientRunResult, aclient_run
+from _node import ClientRunResult, aclient_run, assert_clean
 from _uvicorn_server import E2E, serving
 
 import ambient_runs as ar
@@ -22,16 +22,6 @@ pytestmark = E2E
 THREAD = "thread-history"
 
 JsonDict = dict[str, Any]
-
-
-def assert_clean(run: Mapping[str, Any]) -> None:
-    """The client accepted the run whole: it resolved, nothing failed, warned or was stripped."""
-    assert (None, None, [], []) == (
-        run["error"],
-        run["runFailed"],
-        run["warnings"],
-        run["consoleErrors"],
-    )
 
 
 def wire(messages: Sequence[ev.Message]) -> list[JsonDict]:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _node import aclient_run
+from _node import aclient_run, assert_clean
 from _uvicorn_server import E2E, serving
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -32,15 +32,6 @@ async def drive(agent: Any, runs: Sequence[Mapping[str, Any]], **kw: Any) -> Any
 
 def client_input(run_id: str, **extra: Any) -> dict[str, Any]:
     return {"input": {"threadId": "lg-thread", "runId": run_id, "messages": [], **extra}}
-
-
-def assert_clean(run: Mapping[str, Any]) -> None:
-    assert (None, None, [], []) == (
-        run["error"],
-        run["runFailed"],
-        run["warnings"],
-        run["consoleErrors"],
-    )
 
 
 async def test_the_clients_resume_continues_the_graph() -> None:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from _node import aclient_run
+from _node import aclient_run, assert_clean
 from _uvicorn_server import E2E, serving
 
 import ambient_runs as ar
@@ -101,15 +101,6 @@ def client_input(run_id: str, text: str = "go", **extra: Any) -> JsonDict:
             **extra,
         }
     }
-
-
-def assert_clean(run: Mapping[str, Any]) -> None:
-    assert (None, None, [], []) == (
-        run["error"],
-        run["runFailed"],
-        run["warnings"],
-        run["consoleErrors"],
-    )
 
 
 def under(sid: str, events: Sequence[JsonDict]) -> list[JsonDict]:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from _node import aclient_run
+from _node import aclient_run, assert_clean
 from _uvicorn_server import serving
 from _wire_helpers import assert_one_terminal
 
@@ -192,12 +192,7 @@ class TestCarelessAgentsUnderUvicorn:
     async def test_the_client_reads_a_clean_finished_run(self, case: str) -> None:
         run = await judged(AgentApp(by_case), case)
         assert "RUN_FINISHED" == run["events"][-1]["type"]
-        assert (None, None, [], []) == (
-            run["error"],
-            run["runFailed"],
-            run["warnings"],
-            run["consoleErrors"],
-        )
+        assert_clean(run)
         if case == "deep_nesting":
             closed = [e for e in run["events"] if e["type"].startswith("SUBAGENT_")]
             assert 660 == len(closed)
