@@ -32,7 +32,8 @@ class Cancellation:
         #: Whether `cancel` has been called.
         self.cancelled = False
         #: Each waiting `wait` call's future and its loop; a waiter removes itself.
-        self._waiters: dict[asyncio.Future[None], asyncio.AbstractEventLoop] = {}
+        #: Made at the first wait: most runs never wait, and an idle run stays small.
+        self._waiters: dict[asyncio.Future[None], asyncio.AbstractEventLoop] | None = None
 
     def cancel(self) -> None:
         """Set the flag once and wake every waiter, from any thread; skip closed loops."""
@@ -40,8 +41,8 @@ class Cancellation:
             if self.cancelled:
                 return
             self.cancelled = True
-            waiters, self._waiters = self._waiters, {}
-        for future, loop in waiters.items():
+            waiters, self._waiters = self._waiters, None
+        for future, loop in (waiters or {}).items():
             if loop.is_closed():
                 continue
             try:
@@ -57,12 +58,15 @@ class Cancellation:
                 return
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
+            if self._waiters is None:
+                self._waiters = {}
             self._waiters[future] = loop
         try:
             await future
         finally:
             with lock:
-                self._waiters.pop(future, None)
+                if self._waiters is not None:
+                    self._waiters.pop(future, None)
 
     async def race(self, awaitable: Awaitable[T]) -> T | None:
         """*awaitable*'s result, or None if cancellation came first; the loser is cancelled."""
