@@ -741,7 +741,7 @@ class StateTracker:
         self._spine: set[int] = set()
         self._dump = _make_dumper()
         #: Whether no dict or list in the private value has `_CHUNK` items or more
-        #: (None: not known); only `_one_leaf` needs it.
+        #: (None: not known; False may be stale, which only keeps `_one_leaf` off).
         self._short: bool | None = None
 
     def reset(self) -> None:
@@ -799,7 +799,8 @@ class StateTracker:
         self._length = length
         self._spine = differ.new_spine
         self._cache.rotate()
-        self._short = None
+        if self._short:  # the differ may have made a long container; a False may go stale
+            self._short = None  # and only keeps `_one_leaf` off until the next reset
 
     def _one_leaf(self, current: Any, value: Any, length: int) -> Publication | None:
         """
