@@ -727,7 +727,11 @@ class StateTracker:
     operation values are fresh copies, safe to keep or mutate.  Not thread-safe.
     """
 
-    __slots__ = ("_cache", "_dump", "_has_value", "_length", "_spine", "_value")
+    __slots__ = ("_cache", "_dump", "_has_value", "_length", "_short", "_spine", "_value")
+
+    #: The longest document (compact JSON characters) `_one_leaf` is tried on; above it
+    #: the differ's cached pickles beat pickling the whole document twice.
+    one_leaf_limit: int = 16_384
 
     def __init__(self) -> None:
         self._value: Any = None  # private: never mutated, never handed out
@@ -736,6 +740,9 @@ class StateTracker:
         self._cache = _PickleCache()
         self._spine: set[int] = set()
         self._dump = _make_dumper()
+        #: Whether no dict or list in the private value has `_CHUNK` items or more
+        #: (None: not known; False may be stale, which only keeps `_one_leaf` off).
+        self._short: bool | None = None
 
     def reset(self) -> None:
         """Forget the last published value: the next publish is a snapshot."""
@@ -744,6 +751,7 @@ class StateTracker:
         self._length = None
         self._cache = _PickleCache()
         self._spine = set()
+        self._short = None
 
     def baseline(self, value: JSONLike) -> None:
         """Take ``value`` as what the client already holds, without emitting anything.
@@ -763,6 +771,11 @@ class StateTracker:
             self._length = None
             return ("snapshot", snapshot)
         current = self._value
+        length = self._length
+        if length is not None and length <= self.one_leaf_limit:
+            published = self._one_leaf(current, value, length)
+            if published is not None:
+                return published
         differ = _Differ(
             measure=True, private=True, cache=self._cache, spine=self._spine, dump=self._dump
         )
@@ -786,3 +799,118 @@ class StateTracker:
         self._length = length
         self._spine = differ.new_spine
         self._cache.rotate()
+        if self._short:  # the differ may have made a long container; a False may go stale
+            self._short = None  # and only keeps `_one_leaf` off until the next reset
+
+    def _one_leaf(self, current: Any, value: Any, length: int) -> Publication | None:
+        """
+        The publication of a small document that changed at one leaf, or None to diff.
+
+        The common publish of a small state changes one field, and there the
+        differ's work per level (batched pickles of the siblings, cache lookups)
+        costs several times a plain walk. So: walk down where ``==`` says the two
+        differ, requiring exactly one differing child at every level and the same
+        keys and lengths; make the leaf's operation as the differ does
+        (`_Differ.value`); rebuild the containers on the path; and accept only if
+        the result pickles exactly as *value* does (so the walk missed no
+        difference that ``==`` hides: a type, a key order). The outcome is then
+        the differ's to the byte, operations and their order, the size rule, and
+        the spine the next publish descends: that holds because the spine is
+        required to be exactly this path's containers above the leaf's parent,
+        and no container has `_CHUNK` items (the differ descends into those
+        whatever changed). Anything else returns None, and the differ runs.
+        """
+        steps: list[tuple[Any, Any, Any]] = []  # (old container, new container, key)
+        path = ""
+        a, b = current, value
+        token: str | None = None
+        while True:
+            ta = type(a)
+            if ta is dict and type(b) is dict:
+                if len(a) != len(b):
+                    return None
+                found: Any = _MISSING
+                for key, vb in b.items():
+                    va = a.get(key, _MISSING)
+                    if va is vb:
+                        continue
+                    if va is _MISSING:
+                        return None
+                    if va != vb:
+                        if found is not _MISSING:
+                            return None
+                        found = key
+                if found is _MISSING or type(found) is not str:
+                    return None
+                tok = found.replace("~", "~0").replace("/", "~1")
+                if _unsafe(tok, token):
+                    return None
+                token = tok
+            elif ta is list and type(b) is list:
+                if len(a) != len(b):
+                    return None
+                found = -1
+                for i, (va, vb) in enumerate(zip(a, b, strict=True)):
+                    if va is not vb and va != vb:
+                        if found >= 0:
+                            return None
+                        found = i
+                if found < 0:
+                    return None
+                tok = str(found)
+                token = None
+            else:
+                break
+            steps.append((a, b, found))
+            path = path + "/" + tok
+            a, b = a[found], b[found]
+        spine = {id(container) for container, _, _ in steps[:-1]}
+        if not steps or spine != self._spine:
+            return None
+        if self._short is None:
+            self._short = _short(current)
+        if not self._short:
+            return None
+        differ = _Differ(measure=True, private=True, dump=self._dump)
+        merged = differ.value(a, b, path, token)
+        ops = differ.ops
+        if not ops:
+            return None  # a NaN for a NaN: the differ decides
+        new_spine = set()
+        for i in range(len(steps) - 1, -1, -1):
+            old_c, new_c, key = steps[i]
+            if type(old_c) is dict:
+                merged = {k: merged if k == key else old_c[k] for k in new_c}
+            else:
+                merged = [*old_c[:key], merged, *old_c[key + 1 :]]
+            if i < len(steps) - 1:
+                new_spine.add(id(merged))
+        dump = self._dump
+        new_bytes = dump(value)
+        if not new_bytes or new_bytes != dump(merged):
+            return None
+        length += differ.delta
+        self._value = merged
+        self._length = length
+        self._spine = new_spine
+        self._short = _short(b)
+        if 2 + differ.op_chars < length:  # one operation: the patch is "[" op "]"
+            return ("delta", ops)
+        return ("snapshot", deep_copy_json(merged))
+
+
+def _short(value: Any) -> bool:
+    """Whether no dict or list in *value* has `_CHUNK` items or more."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if len(item) >= _CHUNK:
+                return False
+            stack.extend(item.values())
+        elif kind is list:
+            if len(item) >= _CHUNK:
+                return False
+            stack.extend(item)
+    return True

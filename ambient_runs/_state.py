@@ -62,7 +62,11 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
 def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, ...]:
     ops: list[ev.JsonPatchOperation] = []
     for op in patch:
-        cls = ev.OPERATION_CLASSES[op["op"]]
+        kind = op["op"]
+        if kind == "replace" and len(op) == 3:  # what a one-field change publishes
+            ops.append(ev.ReplaceOperation(path=op["path"], value=op["value"]))
+            continue
+        cls = ev.OPERATION_CLASSES[kind]
         kwargs = {("from_" if k == "from" else k): v for k, v in op.items() if k != "op"}
         ops.append(cls(**kwargs))
     return tuple(ops)

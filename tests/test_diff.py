@@ -12,6 +12,7 @@ import collections
 import copy
 import enum
 import json
+import pickle
 import random
 import shutil
 import subprocess
@@ -895,3 +896,78 @@ class TestStateTracker:
             else:
                 client = copy.deepcopy(result[1])
             assert canonical(value) == canonical(client)
+
+
+def leaves(value: Any) -> list[tuple[Any, Any]]:
+    """Every (container, key or index) holding a scalar inside *value*."""
+    found = []
+    for item in containers(value):
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        found.extend((item, k) for k, v in pairs if not isinstance(v, dict | list))
+    return found
+
+
+class DifferOnly(StateTracker):
+    """A tracker whose one-leaf path is off: every publish goes through the differ."""
+
+    one_leaf_limit = -1
+
+
+class TestOneLeafPath:
+    """`StateTracker`'s one-leaf path publishes exactly what the differ publishes."""
+
+    @staticmethod
+    def trackers() -> tuple[StateTracker, StateTracker]:
+        """A default tracker, and one whose one-leaf path is off (the differ alone)."""
+        return StateTracker(), DifferOnly()
+
+    @staticmethod
+    def same(expected: Any, actual: Any) -> bool:
+        """Equal as published: the same kind, and operations equal in JSON and in order."""
+        return pickle.dumps(expected) == pickle.dumps(actual)
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_publishes_what_the_differ_publishes(self, data: st.DataObject) -> None:
+        """Random edits, mostly to one leaf again and again: the same publications, to the byte."""
+        chooser = Chooser(data=data)
+        value = data.draw(json_values)
+        fast, slow = self.trackers()
+        assert self.same(slow.publish(value), fast.publish(value))
+        favourite = None
+        for _ in range(data.draw(st.integers(1, 12))):
+            roll = chooser.integer(0, 9)
+            spots = leaves(value)
+            if roll < 6 and spots:  # the same leaf again, when it is still there
+                if favourite is None or favourite not in spots:
+                    favourite = chooser.choice(spots)
+                holder, key = favourite
+                old = holder[key]
+                holder[key] = confuse(old) if roll == 0 else chooser.choice([*NUMBERS, "x", old])
+            else:
+                value = mutate(chooser, value)
+
+            expected, actual = slow.publish(value), fast.publish(value)
+
+            assert self.same(expected, actual)
+            assert (slow._length, len(slow._spine)) == (fast._length, len(fast._spine))
+
+    def test_a_long_run_of_one_field_takes_the_path(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A small state whose one field keeps changing is published without the differ."""
+        state = {"a": {"b": [1, {"c": 0}]}, "d": "x"}
+        tracker = StateTracker()
+        tracker.publish(state)
+        taken: list[bool] = []
+        original = StateTracker._one_leaf
+
+        def spy(self: StateTracker, *args: Any) -> Any:
+            result = original(self, *args)
+            taken.append(result is not None)
+            return result
+
+        monkeypatch.setattr(StateTracker, "_one_leaf", spy)
+        for n in range(1, 6):  # the first delta measures the document: no path yet
+            state["a"]["b"][1]["c"] = n
+            tracker.publish(state)
+
+        assert [True] * 4 == taken
