@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,9 +34,11 @@ from typing import Any
 __all__ = (
     "INPUT",
     "figure",
+    "floor_writes",
     "interleave",
     "interleave_async",
     "meets",
+    "official_writes",
     "per_round",
     "ratios",
     "summarize",
@@ -51,6 +54,60 @@ INPUT: dict[str, Any] = {
     "forwardedProps": None,
 }
 """A minimal RunAgentInput in wire form."""
+
+
+def official_writes(
+    texts: Sequence[str], message_id: str, owner: str, out: list[bytes]
+) -> Callable[[], float]:
+    """
+    The official path for a message's deltas, as a timed candidate (seconds per delta).
+
+    ``ag_ui.core.TextMessageContentEvent(...)``, ``EventEncoder().encode(...)`` and
+    ``.encode()`` per delta, the frames appended to *out* (cleared first).
+    """
+    from ag_ui.core import TextMessageContentEvent
+    from ag_ui.encoder import EventEncoder
+
+    encode = EventEncoder().encode
+
+    def official() -> float:
+        out.clear()
+        append, event = out.append, TextMessageContentEvent
+        start = time.perf_counter()
+        for delta in texts:
+            append(
+                encode(event(message_id=message_id, delta=delta, subagent_run_id=owner)).encode()
+            )
+        return (time.perf_counter() - start) / len(texts)
+
+    return official
+
+
+def floor_writes(
+    texts: Sequence[str], message_id: str, owner: str, out: list[bytes]
+) -> Callable[[], float]:
+    """
+    The hand-written floor for the same deltas (seconds per delta): a dict, ``json.dumps``
+    (compact, not ASCII-only), the SSE framing and ``.encode()``, appended to *out*.
+    """
+
+    def floor() -> float:
+        out.clear()
+        append, dumps = out.append, json.dumps
+        start = time.perf_counter()
+        for delta in texts:
+            d = {
+                "type": "TEXT_MESSAGE_CONTENT",
+                "subagentRunId": owner,
+                "messageId": message_id,
+                "delta": delta,
+            }
+            append(
+                ("data: " + dumps(d, separators=(",", ":"), ensure_ascii=False) + "\n\n").encode()
+            )
+        return (time.perf_counter() - start) / len(texts)
+
+    return floor
 
 
 def _order(names: Sequence[str], round_index: int) -> list[str]:

@@ -35,7 +35,7 @@ from typing import Any
 
 import ambient_runs as ar
 from ambient_runs import sse
-from benchmarks import INPUT, figure, interleave_async, ratios
+from benchmarks import INPUT, figure, floor_writes, interleave_async, official_writes, ratios
 from benchmarks.bench_pipeline import deltas
 
 TITLE = "public byte path (stream() + sse.frames): message write, @subagent call"
@@ -53,8 +53,6 @@ def run(n_events: int = 2000, n_calls: int = 500, rounds: int = 40) -> dict[str,
 
 
 async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
-    from ag_ui.core import TextMessageContentEvent
-    from ag_ui.encoder import EventEncoder
     from opentelemetry.sdk.trace import TracerProvider
 
     texts = deltas(n_events)
@@ -90,35 +88,17 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
         # RUN_STARTED, SUBAGENT_STARTED, TEXT_MESSAGE_START, then the deltas.
         return await timed_stream(write_agent, 3 + n_events, "message") / n_events
 
-    encoder = EventEncoder()
     message_id, owner = "bench-run-msg-1", "bench-run-sub-1"
     official_out: list[bytes] = []
+    official = official_writes(texts, message_id, owner, official_out)
+    floor_out: list[bytes] = []
+    floor = floor_writes(texts, message_id, owner, floor_out)
 
     async def message_official() -> float:
-        official_out.clear()
-        append, event, enc = official_out.append, TextMessageContentEvent, encoder.encode
-        start = time.perf_counter()
-        for delta in texts:
-            append(enc(event(message_id=message_id, delta=delta, subagent_run_id=owner)).encode())
-        return (time.perf_counter() - start) / n_events
-
-    floor_out: list[bytes] = []
+        return official()
 
     async def message_floor() -> float:
-        floor_out.clear()
-        append, dumps = floor_out.append, json.dumps
-        start = time.perf_counter()
-        for delta in texts:
-            d = {
-                "type": "TEXT_MESSAGE_CONTENT",
-                "messageId": message_id,
-                "delta": delta,
-                "subagentRunId": owner,
-            }
-            append(
-                ("data: " + dumps(d, separators=(",", ":"), ensure_ascii=False) + "\n\n").encode()
-            )
-        return (time.perf_counter() - start) / n_events
+        return floor()
 
     async def call_agent(run: ar.Run, marks: list[float]) -> None:
         marks.append(time.perf_counter())

@@ -31,7 +31,7 @@ from typing import Any
 
 import ambient_runs as ar
 from ambient_runs._wire import encode_json
-from benchmarks import INPUT, figure, interleave, ratios
+from benchmarks import INPUT, figure, floor_writes, interleave, official_writes, ratios
 
 TITLE = "per-event pipeline (TEXT_MESSAGE_CONTENT -> SSE bytes)"
 
@@ -57,8 +57,6 @@ def _sse_encoder() -> tuple[Callable[[Any], bytes], str]:
 
 def run(n_events: int = 2000, rounds: int = 30) -> dict[str, Any]:
     """Time the candidates on *n_events* deltas per batch, *rounds* interleaved rounds."""
-    from ag_ui.core import TextMessageContentEvent
-    from ag_ui.encoder import EventEncoder
 
     texts = deltas(n_events)
     encode, encoder_name = _sse_encoder()
@@ -99,37 +97,9 @@ def run(n_events: int = 2000, rounds: int = 30) -> dict[str, Any]:
             return (time.perf_counter() - start) / n_events
 
         official_out: list[bytes] = []
-        encoder = EventEncoder()
-
-        def official() -> float:
-            official_out.clear()
-            append, event, enc = official_out.append, TextMessageContentEvent, encoder.encode
-            start = time.perf_counter()
-            for delta in texts:
-                append(
-                    enc(event(message_id=message_id, delta=delta, subagent_run_id=owner)).encode()
-                )
-            return (time.perf_counter() - start) / n_events
-
+        official = official_writes(texts, message_id, owner, official_out)
         floor_out: list[bytes] = []
-
-        def floor() -> float:
-            floor_out.clear()
-            append, dumps = floor_out.append, json.dumps
-            start = time.perf_counter()
-            for delta in texts:
-                d = {
-                    "type": "TEXT_MESSAGE_CONTENT",
-                    "subagentRunId": owner,
-                    "messageId": message_id,
-                    "delta": delta,
-                }
-                append(
-                    (
-                        "data: " + dumps(d, separators=(",", ":"), ensure_ascii=False) + "\n\n"
-                    ).encode()
-                )
-            return (time.perf_counter() - start) / n_events
+        floor = floor_writes(texts, message_id, owner, floor_out)
 
         candidates: dict[str, Callable[[], float]] = {
             "ambient_runs": ours,
