@@ -842,7 +842,7 @@ class StateTracker:
                         found = key
                 if found is _MISSING or type(found) is not str:
                     return None
-                tok = found.replace("~", "~0").replace("/", "~1")
+                tok = escape_pointer(found)
                 if _unsafe(tok, token):
                     return None
                 token = tok

@@ -47,6 +47,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from ambient_runs import events as ev
 from ambient_runs._codegen import compile_function
+from ambient_runs._diff import escape_pointer
 from ambient_runs.errors import InvalidEventError, InvalidInputError, InvalidJSONError
 
 __all__ = (
@@ -498,15 +499,11 @@ def _unsafe_integer(value: Any, path: str = "") -> tuple[str, int] | None:
             if not -ev.MAX_SAFE_INTEGER <= item <= ev.MAX_SAFE_INTEGER:
                 return where or "/", item
         elif kind is dict:
-            escape = _pointer_escape
+            escape = escape_pointer
             stack.extend((f"{where}/{escape(str(k))}", v) for k, v in reversed(item.items()))
         elif kind is list:
             stack.extend((f"{where}/{i}", v) for i, v in reversed(list(enumerate(item))))
     return None
-
-
-def _pointer_escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _safe_integers_factory(cls: type[Any]) -> Callable[[Any], object]:
