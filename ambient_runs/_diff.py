@@ -56,6 +56,7 @@ the interpreter's recursion limit (about 300 levels), as for ``json.dumps``.
 
 from __future__ import annotations
 
+import copy
 import json
 import marshal
 import math
@@ -65,6 +66,8 @@ from itertools import compress
 from operator import is_not
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
+import jsonpatch
+
 __all__ = (
     "JSONLike",
     "JSONValue",
@@ -72,6 +75,7 @@ __all__ = (
     "deep_copy_json",
     "diff",
     "escape_pointer",
+    "patched",
 )
 
 JSONValue: TypeAlias = dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
@@ -139,6 +143,26 @@ _REMOVE_CHARS: Final = _op_overhead("remove", False)
 def escape_pointer(token: str) -> str:
     """Escape one JSON Pointer reference token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
     return token.replace("~", "~0").replace("/", "~1")
+
+
+def patched(document: Any, patch: list[Any], failed: Any) -> Any:
+    """
+    *document* with the RFC 6902 *patch* applied (a copy), or *failed* if it does not apply.
+
+    What the client's reducer does with a patch it cannot apply: it warns and
+    keeps what it had (state, an activity's content).
+    """
+    try:
+        return jsonpatch.apply_patch(copy.deepcopy(document), patch)
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpatch.JsonPointerException,
+        TypeError,
+        KeyError,
+        IndexError,
+        ValueError,
+    ):
+        return failed
 
 
 def _key_token(key: object) -> str:

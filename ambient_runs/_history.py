@@ -43,9 +43,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-import jsonpatch
 
 from ambient_runs import events as ev
+from ambient_runs._diff import patched
 from ambient_runs._wire import to_wire
 
 __all__ = ("COMPACT_EVERY", "History", "Text", "catch_up")
@@ -531,14 +531,9 @@ class History:
         draft = self._draft(event.message_id)
         assert draft is not None
         _merge_metadata(draft.fields, event)
-        try:
-            patched = jsonpatch.apply_patch(
-                copy.deepcopy(draft.fields["content"]), [to_wire(op) for op in event.patch]
-            )
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
-            return  # the client warns and keeps the content
-        if isinstance(patched, dict):
-            draft.fields["content"] = patched
+        content = patched(draft.fields["content"], [to_wire(op) for op in event.patch], None)
+        if isinstance(content, dict):  # else the client warns and keeps the content
+            draft.fields["content"] = content
             draft.fields["activity_type"] = event.activity_type
 
     def _on_encrypted(self, event: ev.ReasoningEncryptedValueEvent) -> None:

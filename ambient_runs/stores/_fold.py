@@ -39,7 +39,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import jsonpatch
+from ambient_runs._diff import patched
 
 __all__ = ("RunView", "prelude")
 
@@ -330,7 +330,7 @@ class RunView:
         self.state = copy.deepcopy(event["snapshot"])
 
     def _on_state_delta(self, event: Mapping[str, Any]) -> None:
-        self.state = _patched(self.state, event["delta"], self.state)
+        self.state = patched(self.state, event["delta"], self.state)
 
     def _on_messages_snapshot(self, event: Mapping[str, Any]) -> None:
         incoming = [copy.deepcopy(m) for m in event["messages"]]
@@ -394,7 +394,7 @@ class RunView:
         existing = self.messages[index]
         _merge_metadata(existing, event)
         failed = object()
-        content = _patched(existing.get("content") or {}, event["patch"], failed)
+        content = patched(existing.get("content") or {}, event["patch"], failed)
         if content is failed:
             return
         self.messages[index] = {
@@ -410,18 +410,3 @@ def _merge_metadata(target: Json, event: Mapping[str, Any]) -> None:
     if metadata is None:
         return
     target["metadata"] = {**(target.get("metadata") or {}), **copy.deepcopy(metadata)}
-
-
-def _patched(document: Any, patch: list[Any], failed: Any) -> Any:
-    """*document* with the RFC 6902 *patch* applied (a copy), or *failed* if it does not apply."""
-    try:
-        return jsonpatch.apply_patch(copy.deepcopy(document), patch)
-    except (
-        jsonpatch.JsonPatchException,
-        jsonpatch.JsonPointerException,
-        TypeError,
-        KeyError,
-        IndexError,
-        ValueError,
-    ):
-        return failed
