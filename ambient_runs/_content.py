@@ -143,7 +143,7 @@ class MessageHandle(Handle):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_head", "_record", "_send_checked", "_tail", "id", "role")
+    __slots__ = ("_head", "_lanes", "_opened", "_record", "_tail", "id", "role")
     _what = "message"
 
     def __init__(
@@ -152,10 +152,12 @@ class MessageHandle(Handle):
         super().__init__(frame)
         self.id = message_id
         self.role = role
-        self._send_checked = self._pipeline.send_checked
         #: The byte path's frame around a delta (`_template`), made at its first use.
         self._head: str | None = None
         self._tail = ""
+        #: The verifier's open text messages and open chunk lanes, by owner (`_template`).
+        self._opened: dict[str, str | None] | None = None
+        self._lanes: dict[str | None, object] | None = None
         self._open(
             ev.TextMessageStartEvent(
                 message_id=message_id,
@@ -178,8 +180,7 @@ class MessageHandle(Handle):
         if self._ended:
             self._check_open()
         pipeline = self._pipeline
-        frames = pipeline.frames
-        if frames is not None and type(delta) is str:
+        if pipeline.frames is not None and type(delta) is str:
             # The byte path (`Pipeline.frames`): the frame is one string, the delta
             # its only new part. Verified by construction: the run is active and the
             # verifier would accept the event (`Entities.on_continue`'s fast case,
@@ -194,20 +195,28 @@ class MessageHandle(Handle):
                 except UnicodeEncodeError:
                     data = None
                 if data is not None:
-                    with pipeline.lock:  # `frames` is None once the run has finished
-                        text = pipeline.content_view
-                        if pipeline.frames is frames and not self._ended:
-                            owner, message_id = self._owner, self.id
-                            if text is None or (
-                                message_id in text.opened
-                                and (owner is None or text.owners.get(message_id) == owner)
-                                and not (text.lane_owners and owner in text.lane_owners)
+                    lock = pipeline.lock  # by hand, not `with`: half the cost
+                    lock.acquire()
+                    try:
+                        frames = pipeline.frames  # None once the run has finished
+                        if frames is not None and not self._ended:
+                            opened, owner = self._opened, self._owner
+                            # The verifier's `opened` maps a message to its owner on record.
+                            if opened is None or (
+                                (
+                                    self.id in opened
+                                    if owner is None
+                                    else opened.get(self.id) == owner
+                                )
+                                and not (self._lanes and owner in self._lanes)
                             ):
                                 frames(data)
                                 record = self._record  # the run's history, when it records
                                 if record is not None:
                                     record.write(delta)
                                 return
+                    finally:
+                        lock.release()
         message_id = self.id
         if type(delta) is str and type(message_id) is str:  # the hot path: _content_event
             # The id and owner passed the encodability check in TEXT_MESSAGE_START; only
@@ -215,7 +224,7 @@ class MessageHandle(Handle):
             event = _content_event(message_id, delta, self._owner)
             if not delta.isascii() and lone_surrogate(delta) is not None:
                 check_encodable(event)  # raises InvalidEventError, naming the problem
-            self._send_checked(event, self._record)
+            self._send(event, self._record)
         else:  # the constructor validates (a str subclass passes, anything else raises)
             self._send(
                 ev.TextMessageContentEvent(
@@ -224,11 +233,21 @@ class MessageHandle(Handle):
             )
 
     def _template(self) -> str:
-        """Make the byte path's frame around a delta; "" when this message cannot use it."""
+        """
+        Make the byte path's frame around a delta; "" when this message cannot use it.
+
+        Also binds the verifier's state the byte path reads (``content_view``:
+        its open messages with their owners, and the owners with an open chunk
+        lane; None when nothing verifies). Both are the verifier's own dicts,
+        kept for the run's life.
+        """
         model = _content_event(self.id, "-", self._owner)
         found = frame_template(model, "delta", "data: ", "\n\n")
         head, self._tail = found if found is not None else ("", "")
         self._head = head
+        view = self._pipeline.content_view
+        if view is not None:
+            self._opened, self._lanes = view.opened, view.lane_owners
         return head
 
     def stream(self, chunks: Iterable[str]) -> str:

@@ -30,7 +30,7 @@ read (so a run that never reads it never holds the text twice).
 (``io.StringIO`` is no better: on CPython 3.11 its accumulator keeps up to
 100,000 written strings before it joins them.)
 The message-write hot path (`MessageHandle.write`, through
-``Pipeline.send_checked``) appends to the open message's `Text` inline
+``Pipeline.send``) appends to the open message's `Text` inline
 (`text_of`); every other event goes through `record` (one dict lookup by
 event class). The tuple `messages` returns is cached while no message is
 open.
@@ -67,7 +67,7 @@ class Text:
     The text of an open message or call: what it had (*prefix*), and what is written since.
 
     Written deltas wait in `parts` until `COMPACT_EVERY` of them are joined
-    into one of `chunks` (`compact`); ``Pipeline.send_checked`` does that
+    into one of `chunks` (`compact`); ``Pipeline.send`` does that
     append and check inline, `write` is the same for everyone else.
     """
 

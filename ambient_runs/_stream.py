@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import inspect
 import logging
 import threading
@@ -188,6 +189,7 @@ class _Channel:
         "low_water",
         "max_buffered",
         "reader",
+        "redirect",
         "thread",
         "woken",
         "writer",
@@ -209,9 +211,19 @@ class _Channel:
         self.thread: int | None = None
         self.reader: asyncio.Future[None] | None = None
         self.writer: asyncio.Future[None] | None = None
+        #: On the byte path (`EventStream._as_frames`): called once `push` has woken the
+        #: consumer, to send the frames that follow straight into `buffer` (its C
+        #: ``append``, not `push`) until the consumer waits again.
+        self.redirect: Callable[[], None] | None = None
 
     def push(self, event: ev.BaseEvent | bytes) -> None:
-        """The run's sink: buffer *event* (or a frame) and wake the consumer. Any thread."""
+        """
+        The run's sink: buffer *event* (or a frame) and wake the consumer. Any thread.
+
+        Called under the run's lock. Frames may also reach `buffer` without it
+        (`redirect`), so `max_buffered` is brought up to date where the consumer
+        takes (`note_size`) too.
+        """
         buffer = self.buffer
         buffer.append(event)
         size = len(buffer)
@@ -220,6 +232,15 @@ class _Channel:
         reader = self.reader
         if reader is not None and not reader.done():
             self.wake_reader_from_any_thread(reader)
+            redirect = self.redirect
+            if redirect is not None:
+                redirect()
+
+    def note_size(self) -> None:
+        """Count what is buffered now in `max_buffered` (before the consumer takes)."""
+        size = len(self.buffer)
+        if size > self.max_buffered:
+            self.max_buffered = size
 
     def wake_reader_from_any_thread(self, reader: asyncio.Future[None]) -> None:
         if threading.get_ident() == self.thread:
@@ -392,6 +413,7 @@ class EventStream:
         .. versionadded:: 0.1.0
         """
         channel = self._channel
+        channel.note_size()
         return StreamStatistics(
             buffered=len(channel.buffer),
             max_buffered=channel.max_buffered,
@@ -406,29 +428,47 @@ class EventStream:
         buffer = channel.buffer
         if not buffer:
             await self._wait()
+        channel.note_size()
         event: ev.BaseEvent = buffer.popleft()
         if channel.writer is not None and len(buffer) <= channel.low_water:
             channel.wake_writer()
         self._last = event
         return event
 
-    def _ready(self) -> ev.BaseEvent | bytes | None:
+    def _ready_all(self) -> list[ev.BaseEvent | bytes]:
         """
-        `__anext__` when an item is buffered, without a coroutine: the item, or None.
+        Every item buffered now, in order, without a coroutine; [] when none is.
 
-        For `sse.frames`, which calls it first and awaits `__anext__` only on
-        None: with something buffered `__anext__` returns at once, never
-        suspending, so the two take the same items at the same moments.
+        `_now`'s first step, also what `sse.frames` takes between two waits:
+        one pass over the buffer per batch, not a call per item.
         """
         channel = self._channel
         buffer = channel.buffer
         if not buffer:
-            return None
-        item: ev.BaseEvent | bytes = buffer.popleft()
+            return []
+        channel.note_size()
+        pop = buffer.popleft
+        # Pop only what is there now: another thread may be appending meanwhile.
+        items: list[ev.BaseEvent | bytes] = [pop() for _ in range(len(buffer))]
         if channel.writer is not None and len(buffer) <= channel.low_water:
             channel.wake_writer()
-        self._last = item  # type: ignore[assignment]
-        return item
+        self._last = items[-1]  # type: ignore[assignment]
+        return items
+
+    async def _now(self) -> list[ev.BaseEvent | bytes]:
+        """
+        Every item buffered now (at least one), or [] at the end: what `sse.frames` takes.
+
+        Waits only when nothing is buffered, and then takes what woke it at
+        once: unlike `_take`, no lingering for more (each item is a frame of
+        its own there, nothing gains from a larger batch).
+        """
+        if not self._channel.buffer:
+            try:
+                await self._wait()
+            except StopAsyncIteration:
+                return []
+        return self._ready_all()
 
     async def _take(self) -> list[ev.BaseEvent]:
         """
@@ -457,6 +497,7 @@ class EventStream:
                     await self.aclose()
                     raise
         channel.woken = False
+        channel.note_size()
         pop = buffer.popleft
         # Pop only what is there now: another thread may be appending meanwhile.
         batch = [pop() for _ in range(len(buffer))]
@@ -479,6 +520,8 @@ class EventStream:
                     return
                 raise StopAsyncIteration
             reader = channel.reader = loop.create_future()
+            if channel.redirect is not None:  # frames went straight to the buffer: wake me
+                self.run.pipeline.frames_waking()
             if channel.buffer or task.done():  # it came between the check and the future
                 continue
             try:
@@ -503,7 +546,9 @@ class EventStream:
         is the SSE encoder, which passes bytes through and encodes the rest.
         """
         if self._task is None and self._last is None:
-            self.run.pipeline.set_frame_sink(self._channel.push)
+            channel, pipeline = self._channel, self.run.pipeline
+            pipeline.set_frame_sink(channel.push)
+            channel.redirect = functools.partial(pipeline.frames_direct, channel.buffer.append)
 
     def _start(self) -> asyncio.Task[None]:
         loop = _running_loop("ambient_runs.stream")
@@ -568,6 +613,7 @@ class EventStream:
             await asyncio.wait((task,))
         if task is not None:
             self._report(task)
+        channel.note_size()
         channel.buffer.clear()
 
     def __del__(self) -> None:

@@ -140,8 +140,11 @@ def frames(
     .. versionadded:: 0.1.0
     """
     keep_alive = check_keep_alive(keep_alive)
+    policy = _policy_of(events)
     _as_frames(events)
-    return _frames(aiter(events), keep_alive, _policy_of(events))
+    source = aiter(events)
+    take: _Take = getattr(source, "_now", None) or _singly(source)
+    return _encoded(take, source, keep_alive, policy, coalesce=False)
 
 
 def _as_frames(events: object) -> None:
@@ -180,47 +183,87 @@ def check_keep_alive(keep_alive: float | None) -> float | None:
     return keep_alive
 
 
-async def _frames(
-    events: AsyncIterator[ev.BaseEvent | bytes], keep_alive: float | None, policy: ErrorPolicy
+_Take: TypeAlias = Callable[[], Coroutine[Any, Any, "list[ev.BaseEvent | bytes]"]]
+"""Return every item ready now (at least one: an event, or a frame already), or [] at the end."""
+
+
+def _batches(
+    events: AsyncIterable[ev.BaseEvent], keep_alive: float | None
 ) -> AsyncGenerator[bytes, None]:
-    pending: asyncio.Task[ev.BaseEvent | bytes | None] | None = None
+    """
+    `frames`, coalesced: each item is the frames of every event ready now, joined.
+
+    What `ambient_runs.asgi.AgentApp` sends, one ASGI message per item: an agent
+    that writes a burst costs one ``send`` (and one syscall) per batch, not per
+    event. The batches come from `EventStream._take` (every buffered event,
+    after letting the agent fill a batch); any other iterable gives one event
+    per batch. Keep-alive comments, closing *events* on close, and ending a
+    failed stream with ``RUN_ERROR`` (after the frames that did encode, worded
+    by the run's error policy) behave as in `frames`.
+    """
+    policy = _policy_of(events)
+    _as_frames(events)
+    source = aiter(events)
+    take: _Take = getattr(source, "_take", None) or _singly(source)
+    return _encoded(take, source, keep_alive, policy, coalesce=True)
+
+
+async def _encoded(
+    take: _Take,
+    events: object,
+    keep_alive: float | None,
+    policy: ErrorPolicy,
+    *,
+    coalesce: bool,
+) -> AsyncGenerator[bytes, None]:
+    """
+    The loop of `frames` and `_batches`: take what is ready, encode it, yield it.
+
+    Yields each frame (*coalesce* False) or each batch's frames joined (True).
+    Items that are bytes are frames already (the byte path) and pass through.
+    """
+    pending: asyncio.Task[list[ev.BaseEvent | bytes]] | None = None
     ended = False  # the terminal event has gone out
     try:
-        if keep_alive is None:
-            # An `ambient_runs.stream` hands over what is buffered without a coroutine.
-            ready: Callable[[], ev.BaseEvent | bytes | None] = getattr(
-                events, "_ready", _nothing_ready
-            )
-            while True:
-                event = ready()
-                if event is None:
-                    try:
-                        event = await anext(events)
-                    except StopAsyncIteration:
-                        return
-                if isinstance(event, bytes):  # a frame already (the byte path)
-                    yield event
-                    continue
-                frame = encode(event)
-                ended = isinstance(event, _TERMINAL)
-                yield frame
         while True:
-            if pending is None:
-                pending = asyncio.create_task(_next(events))
-            done, _ = await asyncio.wait((pending,), timeout=keep_alive)
-            if not done:
-                yield KEEP_ALIVE
-                continue
-            arrived = pending.result()
-            pending = None
-            if arrived is None:
+            if keep_alive is None:
+                batch = await take()
+            else:
+                # Waiting is never interrupted: the take runs in a task of its own,
+                # cancelled only when the frames are closed.
+                if pending is None:
+                    pending = asyncio.create_task(take())
+                done, _ = await asyncio.wait((pending,), timeout=keep_alive)
+                if not done:
+                    yield KEEP_ALIVE
+                    continue
+                batch, pending = pending.result(), None
+            if not batch:
                 return
-            if isinstance(arrived, bytes):  # a frame already (the byte path)
-                yield arrived
+            if not coalesce:
+                for item in batch:
+                    if type(item) is bytes:  # a frame already (the byte path)
+                        yield item
+                        continue
+                    frame = encode(item)  # type: ignore[arg-type]
+                    ended = isinstance(item, _TERMINAL)
+                    yield frame
                 continue
-            frame = encode(arrived)
-            ended = isinstance(arrived, _TERMINAL)
-            yield frame
+            try:
+                body = b"".join([_frame(item) for item in batch])
+            except Exception as error:
+                head = []  # the frames before the one that failed go out first
+                for item in batch:
+                    try:
+                        head.append(_frame(item))
+                    except Exception:
+                        break
+                    ended = isinstance(item, _TERMINAL)
+                if head:
+                    yield b"".join(head)
+                raise error from None
+            ended = isinstance(batch[-1], _TERMINAL)
+            yield body
     except Exception as error:
         # The stream failed (an event that would not encode, an iterator that
         # raised): the client still gets a terminal event, as the protocol needs.
@@ -232,82 +275,20 @@ async def _frames(
         await _close(pending, events)
 
 
-_Take: TypeAlias = Callable[[], Coroutine[Any, Any, list[ev.BaseEvent]]]
-"""Return every event ready now (at least one), or [] at the end."""
-
-
-async def _batches(
-    events: AsyncIterable[ev.BaseEvent], keep_alive: float | None
-) -> AsyncGenerator[bytes, None]:
-    """
-    `frames`, coalesced: each item is the frames of every event ready now, joined.
-
-    What `ambient_runs.asgi.AgentApp` sends, one ASGI message per item: an agent
-    that writes a burst costs one ``send`` (and one syscall) per batch, not per
-    event. The batches come from `EventStream._take` (every buffered event);
-    any other iterable gives one event per batch. Keep-alive comments, closing
-    *events* on close, and ending a failed stream with ``RUN_ERROR`` (after the
-    frames that did encode, worded by the run's error policy) behave as in `frames`.
-    """
-    policy = _policy_of(events)
-    _as_frames(events)
-    source = aiter(events)
-    take: _Take = getattr(source, "_take", None) or _singly(source)
-    pending: asyncio.Task[list[ev.BaseEvent]] | None = None
-    ended = False  # the terminal event has gone out
-    try:
-        while True:
-            if keep_alive is None:
-                batch = await take()
-            else:
-                if pending is None:
-                    pending = asyncio.create_task(take())
-                done, _ = await asyncio.wait((pending,), timeout=keep_alive)
-                if not done:
-                    yield KEEP_ALIVE
-                    continue
-                batch, pending = pending.result(), None
-            if not batch:
-                return
-            try:
-                body = b"".join([_frame(event) for event in batch])
-            except Exception as error:
-                head = []  # the frames before the one that failed go out first
-                for event in batch:
-                    try:
-                        head.append(_frame(event))
-                    except Exception:
-                        break
-                    ended = isinstance(event, _TERMINAL)
-                if head:
-                    yield b"".join(head)
-                raise error from None
-            ended = isinstance(batch[-1], _TERMINAL)
-            yield body
-    except Exception as error:
-        if ended:
-            raise
-        _log.error("the event stream failed; ending it with RUN_ERROR", exc_info=error)
-        yield _error_frame(error, policy)
-    finally:
-        await _close(pending, source)
-
-
 def _frame(event: ev.BaseEvent | bytes) -> bytes:
     """The frame of *event*, which may be one already (the byte path)."""
     return event if isinstance(event, bytes) else encode(event)
 
 
-def _nothing_ready() -> None:
-    return None
+def _singly(source: AsyncIterator[ev.BaseEvent | bytes]) -> _Take:
+    """A taker for any async iterator: one item per batch, [] at the end."""
 
-
-def _singly(source: AsyncIterator[ev.BaseEvent]) -> _Take:
-    """A batch taker for any async iterator: one event per batch, [] at the end."""
-
-    async def take() -> list[ev.BaseEvent]:
-        event = await anext(source, None)
-        return [] if event is None else [event]
+    async def take() -> list[ev.BaseEvent | bytes]:
+        try:
+            item = await anext(source)
+        except StopAsyncIteration:
+            return []
+        return [item]
 
     return take
 
@@ -334,8 +315,3 @@ def _error_frame(error: Exception, policy: ErrorPolicy) -> bytes:
         return encode(ev.RunErrorEvent(message=message, code=code))
     except Exception:  # a code JSON cannot carry (a lone surrogate, say)
         return encode(ev.RunErrorEvent(message=GENERIC_MESSAGE, code=type(error).__name__))
-
-
-async def _next(events: AsyncIterator[ev.BaseEvent | bytes]) -> ev.BaseEvent | bytes | None:
-    """Return the next event, or None at the end (a task cannot end in StopAsyncIteration)."""
-    return await anext(events, None)

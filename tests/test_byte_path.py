@@ -22,7 +22,9 @@ a worker thread.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import time
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,7 +44,7 @@ _DELTAS = st.sampled_from(
 ) | st.text(max_size=6)
 
 #: A byte-path step: (operation, a choice among the open messages, a delta).
-_steps = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 100), _DELTAS), max_size=25)
+_steps = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 100), _DELTAS), max_size=25)
 
 
 def _write_seen(message: ar.MessageHandle, delta: str, seen: list[str]) -> None:
@@ -53,7 +55,7 @@ def _write_seen(message: ar.MessageHandle, delta: str, seen: list[str]) -> None:
         seen.append(f"thread:{type(error).__name__}:{getattr(error, 'rule', None)}")
 
 
-def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str]) -> None:
+async def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str]) -> None:
     owners: list[Any] = [run]
     messages: list[ar.MessageHandle] = []
     tapped: list[ev.BaseEvent] = []
@@ -99,6 +101,8 @@ def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str])
                 worker.join()
             elif op == 7:
                 owners.append(owner.subagent(f"bytes{pick % 3}").start())
+            elif op == 8:
+                await asyncio.sleep(0)  # the consumer takes what is buffered, and waits again
         except Exception as error:  # what the program saw raised is compared too
             seen.append(f"{op}:{type(error).__name__}:{getattr(error, 'rule', None)}")
 
@@ -107,9 +111,9 @@ def _agent(
     program: list[tuple[int, int, int]], steps: list[tuple[int, int, str]], seen: list[str]
 ) -> Callable[[ar.Run], Awaitable[None]]:
     async def agent(run: ar.Run) -> None:
-        _byte_steps(run, steps, seen)
+        await _byte_steps(run, steps, seen)
         _drive(run, program, "success")
-        _byte_steps(run, steps, seen)
+        await _byte_steps(run, steps, seen)
 
     return agent
 
@@ -186,3 +190,61 @@ def test_a_recorded_history_holds_the_deltas_the_byte_path_sent() -> None:
     assert kinds == ["bytes"]  # the deltas took the byte path
     [said] = [m for m in stream.run.messages if isinstance(m, ev.AssistantMessage)]
     assert said.content == "byte path text"
+
+
+def test_a_thread_writing_while_the_consumer_waits_wakes_it() -> None:
+    """
+    Frames that went straight into the buffer stop doing so once the consumer waits.
+
+    A plain agent runs in a worker thread and, after each delta, waits until
+    the consumer has seen it: the consumer takes everything and waits again
+    each time, and the next delta must wake it (through the stream's sink, not
+    the buffer's ``append``). A missed wake-up shows as a delta the consumer
+    did not see within seconds.
+    """
+    words = [f"w{n}" for n in range(6)]
+    seen = {word: threading.Event() for word in words}
+    missed: list[str] = []
+
+    def agent(run: ar.Run) -> None:
+        with ar.message() as message:
+            for word in words:
+                message.write(word)
+                if not seen[word].wait(timeout=10):
+                    missed.append(word)
+
+    async def consume() -> list[bytes]:
+        frames = []
+        async for frame in sse.frames(ar.stream(agent, INPUT)):
+            frames.append(frame)
+            if b'"TEXT_MESSAGE_CONTENT"' in frame:
+                seen[json.loads(frame[6:])["delta"]].set()
+        return frames
+
+    frames = asyncio.run(consume())
+    assert missed == []
+    deltas = [json.loads(f[6:])["delta"] for f in frames if b'"TEXT_MESSAGE_CONTENT"' in f]
+    assert deltas == words
+    assert json.loads(frames[-1][6:])["type"] == "RUN_FINISHED"
+
+
+def test_max_buffered_counts_frames_that_went_straight_into_the_buffer() -> None:
+    """`statistics().max_buffered` sees a burst that bypassed the stream's sink."""
+
+    async def agent(run: ar.Run) -> None:
+        with ar.message() as message:
+            for n in range(100):
+                message.write(f"{n} ")
+            await asyncio.sleep(0)  # the consumer takes the burst; nothing pushed after it
+
+    async def consume() -> tuple[int, int]:
+        stream = ar.stream(agent, INPUT)
+        count = 0
+        async for _ in sse.frames(stream):
+            count += 1
+        return count, stream.statistics().max_buffered
+
+    count, most = asyncio.run(consume())
+    assert count == 104
+    # RUN_STARTED woke the consumer; it, the start and the 100 deltas waited together.
+    assert most == 102
