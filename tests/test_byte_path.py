@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -248,3 +247,70 @@ def test_max_buffered_counts_frames_that_went_straight_into_the_buffer() -> None
     assert count == 104
     # RUN_STARTED woke the consumer; it, the start and the 100 deltas waited together.
     assert most == 102
+
+
+class _Boom(Exception):
+    """A task's subagent failing on purpose."""
+
+
+#: Per task, its steps: (operation, a pick, a delta); 1 to 4 tasks run at once.
+_task_steps = st.lists(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 100), _DELTAS), max_size=14),
+    min_size=1,
+    max_size=4,
+)
+
+
+async def _task(index: int, steps: list[tuple[int, int, str]], seen: list[str]) -> None:
+    """One concurrent task: a subagent of its own, messages, awaits, failures, interrupts."""
+    with ar.subagent(f"task{index}"):
+        messages: list[ar.MessageHandle] = []
+        for op, pick, delta in steps:
+            message = messages[pick % len(messages)] if messages else None
+            try:
+                if op == 0:
+                    # Explicit ids may clash between tasks: the refusal is compared too.
+                    explicit = {"id": f"shared-{pick % 4}"} if pick % 3 == 0 else {}
+                    messages.append(ar.message(**explicit))
+                elif op in (1, 2) and message is not None:
+                    message.write(delta)
+                elif op == 3 and message is not None:
+                    message.end()
+                elif op == 4:
+                    await asyncio.sleep(0)  # the other tasks, and the consumer, run
+                elif op == 5 and pick % 4 == 0:
+                    raise _Boom(delta)
+                elif op == 6 and pick % 4 == 0:
+                    raise ar.Interrupted(ar.interrupt("approval", message=f"task {index}?"))
+            except (ar.ProtocolError, ar.InvalidEventError, ar.HandleClosedError) as error:
+                seen.append(f"{index}:{op}:{type(error).__name__}:{getattr(error, 'rule', None)}")
+
+
+def _concurrent_agent(
+    programs_: list[list[tuple[int, int, str]]], seen: list[str]
+) -> Callable[[ar.Run], Awaitable[None]]:
+    async def agent(run: ar.Run) -> None:
+        tasks = [_task(index, steps, seen) for index, steps in enumerate(programs_)]
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        seen.extend(type(outcome).__name__ for outcome in outcomes)
+
+    return agent
+
+
+@settings(max_examples=60, deadline=None)
+@given(_task_steps)
+def test_concurrent_tasks_write_the_same_bytes_both_ways(
+    programs_: list[list[tuple[int, int, str]]],
+) -> None:
+    """Concurrent subagent tasks (awaits, failures, interrupts, clashing ids): one semantics."""
+    seen_bytes: list[str] = []
+    seen_objects: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ar.LeftOpenWarning)
+        data = asyncio.run(_through_bytes(_concurrent_agent(programs_, seen_bytes)))
+        expected, events = asyncio.run(
+            _through_objects(_concurrent_agent(programs_, seen_objects))
+        )
+    assert data == expected
+    assert seen_bytes == seen_objects
+    assert Verifier(strict=True).verify(events) == ()
