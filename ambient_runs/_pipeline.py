@@ -401,17 +401,23 @@ class Pipeline:
         """
         The consumer is about to wait: frames go through the frame sink again, which wakes it.
 
-        Takes the lock only when frames went `frames_direct`: the consumer checks
-        the buffer after this returns, and every frame sent later wakes it.
+        Called after the consumer made the future it will wait on, before it
+        looks at the buffer a last time. Always under the lock: a frame sink
+        call in flight on another thread may have buffered an item (which the
+        consumer may already have taken) and not yet redirected, having woken
+        an older future; waiting for it here means no redirect lands after
+        this, and every later frame wakes the consumer. Off the byte path
+        (`frames` None: a transformer or tap) nothing goes direct, and the
+        consumer never waits for the lock, which user code may hold.
         """
-        frames = self.frames
-        if frames is not None and frames is not self._frame_sink:
-            lock = self.lock
-            lock.acquire()
-            try:
-                self._byte_path()
-            finally:
-                lock.release()
+        if self.frames is None:
+            return
+        lock = self.lock
+        lock.acquire()
+        try:
+            self._byte_path()
+        finally:
+            lock.release()
 
     def add_transformer(self, transformer: Transformer) -> None:
         """Also apply *transformer* to every later event, after the others."""
