@@ -129,6 +129,9 @@ class Handle:
 #: The stdlib's C string encoder, the one the framed encoders use for every string.
 _encode_str = json.encoder.encode_basestring
 
+#: What `MessageHandle.write` finds for a message the verifier does not hold open.
+_NOT_OPEN = object()
+
 #: Trusted constructors for the hot paths (see `events.unchecked`).
 _content_event = ev.unchecked(ev.TextMessageContentEvent, "message_id", "delta", "subagent_run_id")
 
@@ -193,28 +196,31 @@ class MessageHandle(Handle):
                 try:
                     data = f"{head}{_encode_str(delta)}{self._tail}".encode()
                 except UnicodeEncodeError:
-                    data = None
-                if data is not None:
+                    pass  # a lone surrogate: the object path says so
+                else:
                     lock = pipeline.lock  # by hand, not `with`: half the cost
                     lock.acquire()
                     try:
                         frames = pipeline.frames  # None once the run has finished
-                        if frames is not None and not self._ended:
-                            opened, owner = self._opened, self._owner
-                            # The verifier's `opened` maps a message to its owner on record.
-                            if opened is None or (
-                                (
-                                    self.id in opened
-                                    if owner is None
-                                    else opened.get(self.id) == owner
+                        opened = self._opened
+                        # The verifier's `opened` maps a message to its owner on record; a
+                        # chunk lane open anywhere sends the delta the object path (rare).
+                        if (
+                            frames is not None
+                            and not self._ended
+                            and (
+                                opened is None
+                                or (
+                                    opened.get(self.id, _NOT_OPEN) == self._owner
+                                    and not self._lanes
                                 )
-                                and not (self._lanes and owner in self._lanes)
-                            ):
-                                frames(data)
-                                record = self._record  # the run's history, when it records
-                                if record is not None:
-                                    record.write(delta)
-                                return
+                            )
+                        ):
+                            frames(data)
+                            record = self._record  # the run's history, when it records
+                            if record is not None:
+                                record.write(delta)
+                            return
                     finally:
                         lock.release()
         message_id = self.id
