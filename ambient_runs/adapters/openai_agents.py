@@ -85,9 +85,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.openai_agents",
+    extra="openai-agents",
+    needs="the OpenAI Agents SDK",
+    name="agents",
+):
     from agents import RunState
     from agents import run as _sdk_run
     from agents.stream_events import (
@@ -96,13 +101,6 @@ try:
         RunItemStreamEvent,
     )
     from agents.tool_context import ToolContext
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise MissingExtraError(
-        module="ambient_runs.adapters.openai_agents",
-        needs="the OpenAI Agents SDK",
-        extra="openai-agents",
-        name="agents",
-    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import (

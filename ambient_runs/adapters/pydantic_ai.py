@@ -85,9 +85,14 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.pydantic_ai",
+    extra="pydantic-ai",
+    needs="pydantic-ai",
+    name="pydantic_ai",
+):
     from pydantic_ai import messages as _pm
     from pydantic_ai.exceptions import ToolFailed
     from pydantic_ai.run import AgentRunResultEvent
@@ -97,13 +102,6 @@ try:
         ToolApproved,
         ToolDenied,
     )
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the packaging test
-    raise MissingExtraError(
-        module="ambient_runs.adapters.pydantic_ai",
-        needs="pydantic-ai",
-        extra="pydantic-ai",
-        name="pydantic_ai",
-    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import (
