@@ -990,6 +990,7 @@ async def _relay_async(
         return relay.conclude()
 
 
+# One overload per face: an async iterable returns an awaitable, a sync one relays now.
 @overload
 def relay(
     events: AsyncIterable[Any],
