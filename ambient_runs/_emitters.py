@@ -126,6 +126,8 @@ class ContentEmitters:
         cache_write_input_tokens: int | None = None,
     ) -> ev.TokenUsage:
         """Record one model call's token usage in this scope (see `ambient_runs.usage`)."""
+        # `ambient_runs.usage` is this method's ambient face: both are public signatures,
+        # each naming the counts; what is recorded is `usage_in`'s alone.
         return usage_in(
             self._emit_frame(),
             provider,

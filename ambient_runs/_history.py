@@ -334,6 +334,27 @@ class History:
         if text is not None:
             text.write(delta)
 
+    def _lane(self, kind: str, key: str | None, owner: str | None) -> tuple[str | None, bool]:
+        """
+        Where a chunk of *kind* from *owner* streams: *key*, else what its lane streams.
+
+        None when it names nothing and its lane streams nothing. True with the
+        key when the lane moves to it (what the lane streamed before is closed):
+        the chunk opens it.
+        """
+        lane = (kind, owner)
+        previous = self._lanes.get(lane)
+        key = key or previous
+        if key is None or key == previous:
+            return key, False
+        if previous is not None:
+            if kind == "args":
+                self._close_args(previous)
+            else:
+                self._close_text(kind, previous)
+        self._lanes[lane] = key
+        return key, True
+
     def _on_text_start(self, event: ev.TextMessageStartEvent) -> None:
         self._start_message("text", event.message_id, event.role, event.name, event)
 
@@ -365,16 +386,24 @@ class History:
 
     def _on_text_content(self, event: ev.TextMessageContentEvent) -> None:
         self._write("text", event.message_id, event.delta)
-        self._meta_of(event.message_id, event)
+        self._meta("text", event.message_id, event)
 
-    def _meta_of(self, message_id: str, event: ev.BaseEvent) -> None:
-        if event.metadata is not None:
-            draft = self._draft(message_id)
-            if draft is not None:
-                _merge_metadata(draft.fields, event)
+    def _meta(self, kind: str, key: str, event: ev.BaseEvent) -> None:
+        """Merge *event*'s metadata into message *key*, or into call *key* (kind ``args``)."""
+        if event.metadata is None:
+            return
+        fields: dict[str, Any] | None
+        if kind == "args":
+            found = self._call(key)
+            fields = None if found is None else found[1].rest
+        else:
+            draft = self._draft(key)
+            fields = None if draft is None else draft.fields
+        if fields is not None:
+            _merge_metadata(fields, event)
 
     def _on_text_end(self, event: ev.TextMessageEndEvent) -> None:
-        self._meta_of(event.message_id, event)
+        self._meta("text", event.message_id, event)
         self._close_text("text", event.message_id)
 
     def _on_text_chunk(self, event: ev.TextMessageChunkEvent) -> None:
@@ -388,15 +417,10 @@ class History:
         name: str | None,
     ) -> None:
         """A text or reasoning chunk: the lane of its owner opens, continues or moves on."""
-        lane = (kind, event.subagent_run_id)
-        message_id = event.message_id or self._lanes.get(lane)
+        message_id, moved = self._lane(kind, event.message_id, event.subagent_run_id)
         if message_id is None:
             return
-        previous = self._lanes.get(lane)
-        if previous != message_id:
-            if previous is not None:
-                self._close_text(kind, previous)
-            self._lanes[lane] = message_id
+        if moved:
             self._start_message(kind, message_id, role, name, event)
         if event.delta is not None:
             self._write(kind, message_id, event.delta)
@@ -406,10 +430,10 @@ class History:
 
     def _on_reasoning_content(self, event: ev.ReasoningMessageContentEvent) -> None:
         self._write("reasoning", event.message_id, event.delta)
-        self._meta_of(event.message_id, event)
+        self._meta("reasoning", event.message_id, event)
 
     def _on_reasoning_end(self, event: ev.ReasoningMessageEndEvent) -> None:
-        self._meta_of(event.message_id, event)
+        self._meta("reasoning", event.message_id, event)
         self._close_text("reasoning", event.message_id)
 
     def _on_reasoning_chunk(self, event: ev.ReasoningMessageChunkEvent) -> None:
@@ -444,13 +468,7 @@ class History:
 
     def _on_call_args(self, event: ev.ToolCallArgsEvent) -> None:
         self._write("args", event.tool_call_id, event.delta)
-        self._call_meta(event.tool_call_id, event)
-
-    def _call_meta(self, call_id: str, event: ev.BaseEvent) -> None:
-        if event.metadata is not None:
-            found = self._call(call_id)
-            if found is not None:
-                _merge_metadata(found[1].rest, event)
+        self._meta("args", event.tool_call_id, event)
 
     def _close_args(self, call_id: str) -> None:
         text = self._open.pop(("args", call_id), None)
@@ -460,21 +478,15 @@ class History:
             found[1].text = None
 
     def _on_call_end(self, event: ev.ToolCallEndEvent) -> None:
-        self._call_meta(event.tool_call_id, event)
+        self._meta("args", event.tool_call_id, event)
         self._close_args(event.tool_call_id)
 
     def _on_call_chunk(self, event: ev.ToolCallChunkEvent) -> None:
-        lane = ("args", event.subagent_run_id)
-        call_id = event.tool_call_id or self._lanes.get(lane)
+        call_id, moved = self._lane("args", event.tool_call_id, event.subagent_run_id)
         if call_id is None:
             return
-        previous = self._lanes.get(lane)
-        if previous != call_id:
-            if previous is not None:
-                self._close_args(previous)
-            self._lanes[lane] = call_id
-            if event.tool_call_name is not None:
-                self._start_call(call_id, event.tool_call_name, event.parent_message_id, event)
+        if moved and event.tool_call_name is not None:
+            self._start_call(call_id, event.tool_call_name, event.parent_message_id, event)
         if event.delta is not None:
             self._write("args", call_id, event.delta)
 

@@ -65,6 +65,7 @@ import logging
 import threading
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Iterable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 from urllib.parse import quote, unquote
 
@@ -494,6 +495,15 @@ class _Relay:
             ev.MessagesSnapshotEvent: self._on_messages_snapshot,
         }
 
+    @classmethod
+    def ambient(
+        cls, name: str, description: str | None, id: str | None, state_key: str | None
+    ) -> _Relay:
+        """A relay into the ambient scope (`NoActiveRunError` outside any run)."""
+        frame = _scopes.require("relay")
+        _check_state(frame, state_key)
+        return cls(frame, name, description, id, state_key)
+
     def started(self) -> None:
         """The subagent has been announced: learn its id and frame."""
         self.sid = self.sub.id or ""
@@ -855,6 +865,23 @@ class _Relay:
         except Exception:
             _log.debug("closing a relayed stream after an exception failed", exc_info=True)
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """
+        Read the foreign stream in the block, ending the relay as its failure asks.
+
+        A stream that breaks the protocol fails the subagent (`RelayError`);
+        anything else escaping the block (cancellation, the caller's error)
+        closes what the stream left open, quietly, and propagates.
+        """
+        try:
+            yield
+        except _Broken as exc:
+            self.fail(exc.reason, "invalid_stream")
+        except BaseException as exc:
+            self.abandon(exc)
+            raise
+
     def fail(self, reason: str, code: str | None) -> NoReturn:
         """End the subagent with SUBAGENT_ERROR and raise `RelayError`."""
         self.close_open(reason, code)
@@ -923,28 +950,19 @@ async def _aclose(iterator: object) -> None:
 def _relay_sync(
     events: Iterable[Any], name: str, description: str | None, id: str | None, key: str | None
 ) -> Any:
-    frame = _scopes.require("relay")
-    _check_state(frame, key)
-    relay = _Relay(frame, name, description, id, key)
+    relay = _Relay.ambient(name, description, id, key)
     with relay.sub:
         relay.started()
-        try:
+        with relay.reading():
             iterator = iter(events)
             try:
-                done = False
                 for item in iterator:
                     if relay.take(item):
-                        done = True
                         break
-                if not done:
+                else:
                     relay.take_end()
             finally:
                 _close(iterator)
-        except _Broken as exc:
-            relay.fail(exc.reason, "invalid_stream")
-        except BaseException as exc:
-            relay.abandon(exc)
-            raise
         return relay.conclude()
 
 
@@ -955,31 +973,24 @@ async def _relay_async(
     id: str | None,
     key: str | None,
 ) -> Any:
-    frame = _scopes.require("relay")
-    _check_state(frame, key)
-    relay = _Relay(frame, name, description, id, key)
+    # The twin of `_relay_sync`: ``async for`` and an awaited close are all that differ.
+    relay = _Relay.ambient(name, description, id, key)
     with relay.sub:
         relay.started()
-        try:
+        with relay.reading():
             iterator = aiter(events)
             try:
-                done = False
                 async for item in iterator:
                     if relay.take(item):
-                        done = True
                         break
-                if not done:
+                else:
                     relay.take_end()
             finally:
                 await _aclose(iterator)
-        except _Broken as exc:
-            relay.fail(exc.reason, "invalid_stream")
-        except BaseException as exc:
-            relay.abandon(exc)
-            raise
         return relay.conclude()
 
 
+# One overload per face: an async iterable returns an awaitable, a sync one relays now.
 @overload
 def relay(
     events: AsyncIterable[Any],

@@ -501,6 +501,7 @@ class Run(Emitters, RunAccessors):
     ) -> bool:
         return self._exit(exc)
 
+    # The protocol's async twin of ``with``: starting and ending a run never wait.
     async def __aenter__(self) -> Self:
         return self._enter()
 

@@ -25,10 +25,11 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import FrameType
 
 __all__ = (
@@ -314,3 +315,16 @@ def warn_at_user(message: str, category: type[Warning]) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+@contextlib.contextmanager
+def needs_extra(module: str, *, extra: str, needs: str, name: str) -> Iterator[None]:
+    """
+    Around an optional module's third-party imports: an ImportError becomes `MissingExtraError`.
+
+    *module* needs *needs*, which *extra* installs; *name* is the missing top-level module.
+    """
+    try:
+        yield
+    except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+        raise MissingExtraError(module=module, needs=needs, extra=extra, name=name) from exc

@@ -24,15 +24,17 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import ambient_runs as ar
-from ambient_runs import Run, ToolCallHandle, current_run
+from ambient_runs import MessageHandle, ReasoningHandle, Run, ToolCallHandle, current_run
 from ambient_runs import events as ev
 from ambient_runs._wire import json_form
 from ambient_runs.errors import InvalidInputError, RunCancelledError
 
 __all__ = (
+    "OpenParts",
+    "Part",
     "ResumeToken",
     "ToolCalls",
     "cancel_guard",
@@ -164,6 +166,66 @@ class ToolCalls:
         for handle in self.unanswered():
             handle.result(json.dumps(content, ensure_ascii=False))
             self._answered.add(handle.id)
+
+
+#: What a framework streams into the ambient scope: a message, a reasoning block, a tool call.
+Part = MessageHandle | ReasoningHandle | ToolCallHandle
+
+Key = TypeVar("Key")
+
+
+class OpenParts(Generic[Key]):
+    """
+    The parts a framework is streaming, each under the framework's key for it.
+
+    The key is the framework's (an output item's id, a response part's index).
+    For a tool call, the arguments streamed so far are kept, so that
+    `finish_args` sends only what the call's final arguments add to them.
+    """
+
+    __slots__ = ("_handles", "_sent")
+
+    def __init__(self) -> None:
+        self._handles: dict[Key, Part] = {}
+        self._sent: dict[Key, str] = {}
+
+    def get(self, key: Key) -> Part | None:
+        """The part open under *key*, if any."""
+        return self._handles.get(key)
+
+    def add(self, key: Key, part: Part) -> None:
+        """Keep *part* open under *key* (`end` what was there first)."""
+        self._handles[key] = part
+
+    def args(self, key: Key, call: ToolCallHandle, delta: str) -> None:
+        """Stream *delta* of the arguments of *call*, open under *key*."""
+        call.args(delta)
+        self._sent[key] = self._sent.get(key, "") + delta
+
+    def finish_args(self, key: Key, call: ToolCallHandle, whole: str) -> bool:
+        """
+        Send what *whole*, the final arguments of *call* (under *key*), adds to those streamed.
+
+        Returns False, sending nothing, when *whole* does not extend what streamed.
+        """
+        sent = self._sent.get(key, "")
+        if not whole.startswith(sent):
+            return False
+        if len(whole) > len(sent):
+            call.args(whole[len(sent) :])
+        return True
+
+    def end(self, key: Key) -> None:
+        """End the part under *key*, if one is open there, and forget it."""
+        part = self._handles.pop(key, None)
+        self._sent.pop(key, None)
+        if part is not None and not part.ended:
+            part.end()
+
+    def end_all(self) -> None:
+        """End every open part, oldest first."""
+        for key in list(self._handles):
+            self.end(key)
 
 
 def error_content(exc: BaseException) -> dict[str, str]:

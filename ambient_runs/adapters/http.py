@@ -51,14 +51,10 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra("ambient_runs.adapters.http", extra="http", needs="httpx", name="httpx"):
     import httpx
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise MissingExtraError(
-        module="ambient_runs.adapters.http", needs="httpx", extra="http", name="httpx"
-    ) from exc
 
 import attrs
 

@@ -76,20 +76,18 @@ from typing import Any
 from urllib.parse import quote, unquote
 from uuid import UUID
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.langgraph",
+    extra="langgraph",
+    needs="langgraph (and langchain-core)",
+    name="langgraph",
+):
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langgraph.errors import GraphBubbleUp, GraphInterrupt
     from langgraph.types import Command
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise MissingExtraError(
-        module="ambient_runs.adapters.langgraph",
-        needs="langgraph (and langchain-core)",
-        extra="langgraph",
-        name="langgraph",
-    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import events as ev

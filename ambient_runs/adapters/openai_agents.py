@@ -85,9 +85,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.openai_agents",
+    extra="openai-agents",
+    needs="the OpenAI Agents SDK",
+    name="agents",
+):
     from agents import RunState
     from agents import run as _sdk_run
     from agents.stream_events import (
@@ -96,13 +101,6 @@ try:
         RunItemStreamEvent,
     )
     from agents.tool_context import ToolContext
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise MissingExtraError(
-        module="ambient_runs.adapters.openai_agents",
-        needs="the OpenAI Agents SDK",
-        extra="openai-agents",
-        name="agents",
-    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import (
@@ -116,6 +114,7 @@ from ambient_runs import (
 )
 from ambient_runs import events as ev
 from ambient_runs.adapters._common import (
+    OpenParts,
     ResumeToken,
     ToolCalls,
     cancel_guard,
@@ -210,8 +209,7 @@ class _Session:
         self.chain: list[tuple[str, Subagent]] = []
         self.current_name: str = getattr(agent, "name", "")
         self.agents: list[Any] = [agent]
-        self.items: dict[str, MessageHandle | ReasoningHandle | ToolCallHandle] = {}
-        self.args_sent: dict[str, str] = {}
+        self.items: OpenParts[str] = OpenParts()
         self.seen_items: set[str] = set()
         self.response_message: str | None = None
         self.handoff_call: str | None = None
@@ -297,8 +295,7 @@ class _Session:
         elif kind == "response.function_call_arguments.delta":
             handle = self.items.get(data.item_id)
             if isinstance(handle, ToolCallHandle) and not handle.ended and data.delta:
-                handle.args(data.delta)
-                self.args_sent[data.item_id] = self.args_sent.get(data.item_id, "") + data.delta
+                self.items.args(data.item_id, handle, data.delta)
         elif kind == "response.output_item.done":
             self.item_done(data.item)
         elif kind == "response.created":
@@ -306,19 +303,19 @@ class _Session:
 
     def item_added(self, item: Any) -> None:
         item_id = getattr(item, "id", None) or ""
-        self._end_item(item_id)
+        self.items.end(item_id)
         kind = getattr(item, "type", "")
         if kind == "message":
             message = ar.message()
-            self.items[item_id] = message
+            self.items.add(item_id, message)
             self.response_message = message.id
         elif kind == "reasoning":
-            self.items[item_id] = ar.reasoning()
+            self.items.add(item_id, ar.reasoning())
         elif kind in ("function_call", "custom_tool_call"):
             call = self.calls.start(
                 item.call_id, item.name, parent_message_id=self.response_message
             )
-            self.items[item_id] = call
+            self.items.add(item_id, call)
             self._call_seen(item.call_id)
         else:
             return
@@ -334,12 +331,10 @@ class _Session:
                 handle.encrypted(encrypted)
         elif isinstance(handle, ToolCallHandle) and not handle.ended:
             whole = getattr(item, "arguments", None) or getattr(item, "input", None) or ""
-            sent = self.args_sent.get(item_id, "")
-            if whole.startswith(sent) and len(whole) > len(sent):
-                handle.args(whole[len(sent) :])
+            self.items.finish_args(item_id, handle, whole)
         elif handle is None and kind not in ("message", "reasoning", "function_call"):
             self._hosted(item)
-        self._end_item(item_id)
+        self.items.end(item_id)
 
     def _hosted(self, item: Any) -> None:
         """A hosted tool's item (web search, code interpreter…): one call with its result."""
@@ -353,16 +348,6 @@ class _Session:
         call = self.calls.start(item_id, kind, parent_message_id=self.response_message)
         call.args(text_of(args))
         self.calls.result(item_id, kind, data.get("output", data.get("status", data)))
-
-    def _end_item(self, item_id: str) -> None:
-        handle = self.items.pop(item_id, None)
-        self.args_sent.pop(item_id, None)
-        if handle is not None and not handle.ended:
-            handle.end()
-
-    def close_items(self) -> None:
-        for item_id in list(self.items):
-            self._end_item(item_id)
 
     def item(self, name: str, item: Any) -> None:
         raw = getattr(item, "raw_item", None)
@@ -410,7 +395,7 @@ class _Session:
         if name == self.current_name:  # the starting agent, or the one a resume restored
             self._bind(agent)
             return
-        self.emit(self.close_items)
+        self.emit(self.items.end_all)
         self._open_handoff(name, None, self.handoff_call)
         self.handoff_call = None
         self._bind(agent)
@@ -444,7 +429,7 @@ class _Session:
 
     def conclude(self, result: Any, name: str | None, key: str) -> Any:
         """Finish the invocations with the output, or suspend them on the approvals."""
-        self.emit(self.close_items)
+        self.emit(self.items.end_all)
         interruptions = list(getattr(result, "interruptions", None) or ())
         if interruptions:
             interrupts = self._interrupts(result, interruptions, name, key)
@@ -472,7 +457,7 @@ class _Session:
     def abort(self, exc: BaseException) -> None:
         """End everything this session opened, after *exc* (the exception is the news)."""
         try:
-            self.emit(self.close_items)
+            self.emit(self.items.end_all)
             self.emit(self.calls.fail_unanswered, exc)
         except Exception:
             _log.debug("closing the Agents SDK stream after an exception failed", exc_info=True)
@@ -671,7 +656,7 @@ class _NestingRunner(_sdk_run.AgentRunner):
         except BaseException as exc:
             session.abort(exc)
             raise
-        session.emit(session.close_items)
+        session.emit(session.items.end_all)
         if getattr(result, "interruptions", None):
             handle.suspend()  # the parent run surfaces the approvals
             return result

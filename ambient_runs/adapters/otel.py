@@ -88,19 +88,14 @@ spans; runs in flight at ``uninstrument`` keep theirs until they end.
 
 from __future__ import annotations
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.otel", extra="otel", needs="OpenTelemetry's API", name="opentelemetry"
+):
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-except ImportError as error:  # pragma: no cover - exercised in a subprocess
-    raise MissingExtraError(
-        module="ambient_runs.adapters.otel",
-        needs="OpenTelemetry's API",
-        extra="otel",
-        name="opentelemetry",
-    ) from error
 
 import contextlib
 import logging

@@ -85,9 +85,14 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.pydantic_ai",
+    extra="pydantic-ai",
+    needs="pydantic-ai",
+    name="pydantic_ai",
+):
     from pydantic_ai import messages as _pm
     from pydantic_ai.exceptions import ToolFailed
     from pydantic_ai.run import AgentRunResultEvent
@@ -97,13 +102,6 @@ try:
         ToolApproved,
         ToolDenied,
     )
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the packaging test
-    raise MissingExtraError(
-        module="ambient_runs.adapters.pydantic_ai",
-        needs="pydantic-ai",
-        extra="pydantic-ai",
-        name="pydantic_ai",
-    ) from exc
 
 import ambient_runs as ar
 from ambient_runs import (
@@ -115,6 +113,7 @@ from ambient_runs import (
 )
 from ambient_runs import events as ev
 from ambient_runs.adapters._common import (
+    OpenParts,
     ResumeToken,
     ToolCalls,
     cancel_guard,
@@ -197,7 +196,7 @@ async def run_agent(
         try:
             result = await stream.consume(agent, user_prompt, run_kwargs)
         except BaseException as exc:
-            stream.close_parts()
+            stream.parts.end_all()
             if not isinstance(exc, Interrupted):
                 stream.calls.fail_unanswered(exc)
             raise
@@ -223,8 +222,7 @@ class _Stream:
 
     def __init__(self, calls: ToolCalls) -> None:
         self.calls = calls
-        self.parts: dict[int, MessageHandle | ReasoningHandle | ToolCallHandle] = {}
-        self.args_sent: dict[int, str] = {}
+        self.parts: OpenParts[int] = OpenParts()
         self.response_message: str | None = None  # the text message of the current response
 
     async def consume(self, agent: Any, user_prompt: Any, run_kwargs: dict[str, Any]) -> Any:
@@ -240,7 +238,7 @@ class _Stream:
                 elif isinstance(event, _pm.FinalResultEvent):
                     continue
                 else:
-                    self.close_parts()  # the model response is over
+                    self.parts.end_all()  # the model response is over
                     self.response_message = None
                     if isinstance(event, _pm.ToolCallEvent):
                         self.tool_called(event.part)
@@ -257,29 +255,26 @@ class _Stream:
     # ------------------------------------------------------------------ parts
 
     def start(self, index: int, part: Any) -> None:
-        if index in self.parts:  # a new part at an open index replaces the old one
-            self._end_part(index)
+        self.parts.end(index)  # a new part at an open index replaces the old one
         kind = getattr(part, "part_kind", None)
         if kind == "text":
             message = ar.message()
-            self.parts[index] = message
+            self.parts.add(index, message)
             self.response_message = message.id
             if part.content:
                 message.write(part.content)
         elif kind == "thinking":
             block = ar.reasoning()
-            self.parts[index] = block
+            self.parts.add(index, block)
             if part.content:
                 block.write(part.content)
         elif kind in ("tool-call", "builtin-tool-call"):
             call = self.calls.start(
                 part.tool_call_id, part.tool_name, parent_message_id=self.response_message
             )
-            self.parts[index] = call
-            self.args_sent[index] = ""
+            self.parts.add(index, call)
             if isinstance(part.args, str) and part.args:
-                call.args(part.args)
-                self.args_sent[index] = part.args
+                self.parts.args(index, call, part.args)
         elif kind == "builtin-tool-return":
             self.calls.result(part.tool_call_id, part.tool_name, part.content)
         else:
@@ -297,32 +292,15 @@ class _Stream:
             # Text fragments stream as they come; a dict delta is sent whole at the end.
             if not (isinstance(delta.args_delta, str) and delta.args_delta):
                 return
-            handle.args(delta.args_delta)
-            self.args_sent[index] = self.args_sent.get(index, "") + delta.args_delta
+            self.parts.args(index, handle, delta.args_delta)
 
     def end(self, index: int, part: Any) -> None:
         handle = self.parts.get(index)
         if isinstance(handle, ToolCallHandle) and not handle.ended:
             whole = part.args_as_json_str() if hasattr(part, "args_as_json_str") else ""
-            sent = self.args_sent.get(index, "")
-            if not sent:
-                if whole:
-                    handle.args(whole)
-            elif whole.startswith(sent) and len(whole) > len(sent):
-                handle.args(whole[len(sent) :])
-            elif whole != sent:
+            if not self.parts.finish_args(index, handle, whole):
                 _log.debug("tool call %s: final arguments differ from those streamed", handle.id)
-        self._end_part(index)
-
-    def _end_part(self, index: int) -> None:
-        handle = self.parts.pop(index, None)
-        self.args_sent.pop(index, None)
-        if handle is not None and not handle.ended:
-            handle.end()
-
-    def close_parts(self) -> None:
-        for index in list(self.parts):
-            self._end_part(index)
+        self.parts.end(index)
 
     # ------------------------------------------------------------------ tools
 

@@ -54,20 +54,15 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 
-try:
+with needs_extra(
+    "ambient_runs.adapters.starlette", extra="starlette", needs="Starlette", name="starlette"
+):
     from starlette.background import BackgroundTask
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import Response
     from starlette.types import Message, Receive, Scope, Send
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise MissingExtraError(
-        module="ambient_runs.adapters.starlette",
-        needs="Starlette",
-        extra="starlette",
-        name="starlette",
-    ) from exc
 
 from ambient_runs import sse
 from ambient_runs._stream import Agent

@@ -31,6 +31,11 @@ re-open faithfully), or not starting with ``RUN_STARTED``, get the whole log
 replayed as the prelude instead: longer, equally valid.
 
 The fold is pure: no I/O, no clock.
+
+It is not `ambient_runs._history.History`, which folds a live run's event
+objects on its hot path: this one folds a stored log's wire dicts as they
+were appended (keeping what the snapshot repeats as sent), also tracks what
+is open and which subagents started, and leaves chunk streams to replay.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from ambient_runs.errors import MissingExtraError
+from ambient_runs.errors import needs_extra
 from ambient_runs.stores import (
     DEFAULT_MAX_EVENTS,
     DEFAULT_RETENTION,
@@ -57,12 +57,10 @@ from ambient_runs.stores import (
     _not_found,
 )
 
-try:
+with needs_extra(
+    "ambient_runs.stores.redis", extra="redis", needs="the redis client", name="redis"
+):
     import redis.asyncio as aioredis
-except ImportError as error:  # pragma: no cover - exercised without the extra
-    raise MissingExtraError(
-        module="ambient_runs.stores.redis", needs="the redis client", extra="redis", name="redis"
-    ) from error
 
 __all__ = ("RedisStore",)
 
