@@ -483,10 +483,16 @@ class TestFuzz:
         assert hold < HOLD_MS, hold
 
     def test_the_generator_reaches_every_kind_of_answer(self) -> None:
-        """The strategies produce streams and each kind of rejection (the test can fail)."""
+        """
+        The strategies produce streams and each kind of rejection (the test can fail).
+
+        Derandomized: which statuses 300 random requests reach is itself random
+        (a 413 was missed about once in tens of runs), and a coverage check must
+        not be flaky; the fuzz tests above keep drawing fresh requests.
+        """
         statuses: set[int] = set()
 
-        @settings(FUZZ, max_examples=300)
+        @settings(FUZZ, max_examples=300, derandomize=True)
         @given(st.one_of(requests(), requests(method="POST")))
         def collect(request: dict[str, Any]) -> None:
             answer, _ = asyncio.run(served(APP, request))
