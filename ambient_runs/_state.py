@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker, deep_copy_json
-from ambient_runs._wire import check_json, is_state_type, json_form, structure_state, wire_form
+from ambient_runs._wire import (
+    check_json,
+    is_state_type,
+    json_form,
+    lone_surrogate,
+    safe_scalar,
+    structure_state,
+    wire_form,
+)
 from ambient_runs.errors import InvalidEventError, InvalidInputError
 
 if TYPE_CHECKING:
@@ -48,7 +56,7 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
             # form, or InvalidEventError naming the bad one. The tracker refused
             # before changing anything, so the retry diffs as the first try would.
             change = tracker.publish(json_form(value))
-        if change is not None:
+        if change is not None and not (change[0] == "delta" and _plain_patch(change[1])):
             check_json(change[1], value)
     except (TypeError, ValueError, RecursionError) as exc:
         tracker.reset()
@@ -59,13 +67,55 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
     return cast("tuple[str, Any] | None", change)
 
 
+#: The tracker's own operations, built without their validators: the differ only
+#: writes paths of escaped tokens (``_diff.escape_pointer``), always valid pointers.
+_TRUSTED_OPERATIONS: dict[str, Callable[..., ev.JsonPatchOperation]] = {
+    "add": ev.unchecked(ev.AddOperation, "path", "value"),
+    "replace": ev.unchecked(ev.ReplaceOperation, "path", "value"),
+    "remove": ev.unchecked(ev.RemoveOperation, "path"),
+}
+_trusted_replace = _TRUSTED_OPERATIONS["replace"]
+
+_delta_event: Callable[[tuple[ev.JsonPatchOperation, ...], str | None], ev.StateDeltaEvent] = (
+    ev.unchecked(ev.StateDeltaEvent, "delta", "subagent_run_id")
+)
+"""A ``STATE_DELTA`` of trusted operations, attributed to an owner the library checked."""
+
+
+def _plain_patch(patch: Sequence[dict[str, Any]]) -> bool:
+    """Whether `check_json` would pass *patch* for certain: plain paths, `safe_scalar` values."""
+    for op in patch:
+        path = op["path"]
+        if not (path.isascii() or lone_surrogate(path) is None):
+            return False
+        if "value" in op and not safe_scalar(op["value"]):
+            return False
+    return True
+
+
 def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, ...]:
+    """
+    A `StateTracker`'s patch (wire dicts) as event operations.
+
+    The differ writes only ``add``, ``replace`` and ``remove`` with valid paths, so
+    those are built without validation (equal to the constructors' objects);
+    anything else goes through its class.
+    """
+    if len(patch) == 1:
+        op = patch[0]
+        if op["op"] == "replace" and len(op) == 3:  # what a one-field change publishes
+            return (_trusted_replace(op["path"], op["value"]),)
     ops: list[ev.JsonPatchOperation] = []
     for op in patch:
         kind = op["op"]
-        if kind == "replace" and len(op) == 3:  # what a one-field change publishes
-            ops.append(ev.ReplaceOperation(path=op["path"], value=op["value"]))
-            continue
+        trusted = _TRUSTED_OPERATIONS.get(kind)
+        if trusted is not None and "path" in op:
+            if kind == "remove" and len(op) == 2:
+                ops.append(trusted(op["path"]))
+                continue
+            if kind != "remove" and len(op) == 3 and "value" in op:
+                ops.append(trusted(op["path"], op["value"]))
+                continue
         cls = ev.OPERATION_CLASSES[kind]
         kwargs = {("from_" if k == "from" else k): v for k, v in op.items() if k != "op"}
         ops.append(cls(**kwargs))
@@ -179,7 +229,7 @@ class RunState:
                     snapshot=payload, subagent_run_id=frame.owner
                 )
             else:
-                event = ev.StateDeltaEvent(delta=operations(payload), subagent_run_id=frame.owner)
+                event = _delta_event(operations(payload), frame.owner)
             send_tracked(self._tracker, pipeline.send, event)
 
 
