@@ -63,7 +63,7 @@ import math
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
-from operator import is_not
+from operator import is_not, ne
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 import jsonpatch
@@ -844,8 +844,12 @@ class StateTracker:
         and no container has `_CHUNK` items (the differ descends into those
         whatever changed). Anything else returns None, and the differ runs.
         """
-        steps: list[tuple[Any, Any, Any]] = []  # (old container, new container, key)
-        path = ""
+        # Siblings are compared positionally, at C speed (`operator.ne` mapped over
+        # the values); a dict whose keys are in another order then pairs the wrong
+        # values, which the final pickle comparison refuses (the differ runs).
+        olds: list[Any] = []  # the old containers on the path, outermost first
+        keys: list[Any] = []  # the key or index taken in each
+        tokens: list[str] = []
         a, b = current, value
         token: str | None = None
         while True:
@@ -853,18 +857,11 @@ class StateTracker:
             if ta is dict and type(b) is dict:
                 if len(a) != len(b):
                     return None
-                found: Any = _MISSING
-                for key, vb in b.items():
-                    va = a.get(key, _MISSING)
-                    if va is vb:
-                        continue
-                    if va is _MISSING:
-                        return None
-                    if va != vb:
-                        if found is not _MISSING:
-                            return None
-                        found = key
-                if found is _MISSING or type(found) is not str:
+                found_keys = list(compress(b, map(ne, a.values(), b.values())))
+                if len(found_keys) != 1:
+                    return None
+                found: Any = found_keys[0]
+                if type(found) is not str or found not in a:
                     return None
                 tok = escape_pointer(found)
                 if _unsafe(tok, token):
@@ -873,52 +870,65 @@ class StateTracker:
             elif ta is list and type(b) is list:
                 if len(a) != len(b):
                     return None
-                found = -1
-                for i, (va, vb) in enumerate(zip(a, b, strict=True)):
-                    if va is not vb and va != vb:
-                        if found >= 0:
-                            return None
-                        found = i
-                if found < 0:
+                unequal = list(map(ne, a, b))
+                if unequal.count(True) != 1:
                     return None
+                found = unequal.index(True)
                 tok = str(found)
                 token = None
             else:
                 break
-            steps.append((a, b, found))
-            path = path + "/" + tok
+            olds.append(a)
+            keys.append(found)
+            tokens.append(tok)
             a, b = a[found], b[found]
-        spine = {id(container) for container, _, _ in steps[:-1]}
-        if not steps or spine != self._spine:
+        if not olds or self._spine != set(map(id, olds[:-1])):
             return None
         if self._short is None:
             self._short = _short(current)
         if not self._short:
             return None
-        differ = _Differ(measure=True, private=True, dump=self._dump)
-        merged = differ.value(a, b, path, token)
-        ops = differ.ops
-        if not ops:
-            return None  # a NaN for a NaN: the differ decides
+        path = "/" + "/".join(tokens)
+        tb = type(b)
+        if tb in _SCALARS and type(a) in _SCALARS:
+            # What `_Differ.value` does with two scalars the walk found unequal: a
+            # replace (a NaN for a NaN is no change, which the differ decides).
+            if tb is float and b != b and type(a) is float and a != a:
+                return None
+            size = _json_len(b)
+            op_chars = _REPLACE_CHARS + _json_len(path) + size
+            length += size - _json_len(a)
+            ops: list[Operation] = [{"op": "replace", "path": path, "value": b}]
+            merged: Any = b
+            short = True
+        else:
+            differ = _Differ(measure=True, private=True, dump=self._dump)
+            merged = differ.value(a, b, path, token)
+            ops = differ.ops
+            if not ops:
+                return None  # a NaN for a NaN: the differ decides
+            op_chars = differ.op_chars
+            length += differ.delta
+            short = _short(b)
+        # The containers on the path, rebuilt around the new leaf: a copy keeps the
+        # old key order, which the pickle comparison below checks against *value*'s.
         new_spine = set()
-        for i in range(len(steps) - 1, -1, -1):
-            old_c, new_c, key = steps[i]
-            if type(old_c) is dict:
-                merged = {k: merged if k == key else old_c[k] for k in new_c}
-            else:
-                merged = [*old_c[:key], merged, *old_c[key + 1 :]]
-            if i < len(steps) - 1:
+        last = len(olds) - 1
+        for i in range(last, -1, -1):
+            container = olds[i].copy()
+            container[keys[i]] = merged
+            merged = container
+            if i < last:
                 new_spine.add(id(merged))
         dump = self._dump
         new_bytes = dump(value)
         if not new_bytes or new_bytes != dump(merged):
             return None
-        length += differ.delta
         self._value = merged
         self._length = length
         self._spine = new_spine
-        self._short = _short(b)
-        if 2 + differ.op_chars < length:  # one operation: the patch is "[" op "]"
+        self._short = short
+        if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
             return ("delta", ops)
         return ("snapshot", deep_copy_json(merged))
 
