@@ -832,10 +832,12 @@ class StateTracker:
 
         The common publish of a small state changes one field, and there the
         differ's work per level (batched pickles of the siblings, cache lookups)
-        costs several times a plain walk. So: walk down where ``==`` says the two
-        differ, requiring exactly one differing child at every level and the same
-        keys and lengths; make the leaf's operation as the differ does
-        (`_Differ.value`); rebuild the containers on the path; and accept only if
+        costs several times a plain walk. So: walk down where ``!=`` (mapped over
+        the siblings in order, at C speed) says the two differ, requiring exactly
+        one differing child at every level and the same lengths; make the leaf's
+        operation as the differ does (`_Differ.value`, written out for two
+        scalars); rebuild the containers on the path (a copy of each, one item
+        replaced, so the old key order stays); and accept only if
         the result pickles exactly as *value* does (so the walk missed no
         difference that ``==`` hides: a type, a key order). The outcome is then
         the differ's to the byte, operations and their order, the size rule, and
