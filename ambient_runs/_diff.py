@@ -64,7 +64,7 @@ import pickle
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
 from operator import is_not, ne
-from typing import Any, Final, Literal, TypeAlias, TypeVar
+from typing import Any, Final, Literal, TypeAlias, TypeVar, cast
 
 import jsonpatch
 
@@ -259,11 +259,11 @@ class _Sink:
         self.parts.append(data if type(data) is bytes else bytes(data))
 
 
-def _make_dumper() -> Callable[[object], bytes]:
+def _make_dumper(protocol: int = 5) -> Callable[[object], bytes]:
     """A reusable pickler in fast mode: bytes depend on values, types and order only."""
     sink = _Sink()
     parts = sink.parts
-    pickler = pickle.Pickler(sink, protocol=5)
+    pickler = pickle.Pickler(sink, protocol=protocol)
     pickler.fast = True  # no memo: identity and refcounts do not show in the bytes
 
     def dump(obj: object) -> bytes:
@@ -733,6 +733,26 @@ def diff(old: JSONLike, new: JSONLike) -> list[Operation]:
     return differ.ops
 
 
+_MARKER: Final = "\x00ambient_runs: the known leaf\x00"
+"""What `StateTracker._locate` pickles in the leaf's place, to find its bytes."""
+
+
+class _KnownLeaf:
+    """A leaf that changed alone: its keys and path, and the pickle around it."""
+
+    __slots__ = ("head", "keys", "old", "path", "path_chars", "tail")
+
+    def __init__(self, keys: list[Any], path: str, head: bytes, tail: bytes, old: bytes) -> None:
+        self.keys = keys
+        self.path = path
+        self.path_chars = _json_len(path)
+        #: The private value's protocol 3 pickle before and after the leaf's bytes.
+        self.head = head
+        self.tail = tail
+        #: The leaf's own bytes in that pickle (a protocol 3 item).
+        self.old = old
+
+
 class StateTracker:
     """Chooses between a snapshot and a delta for each published value.
 
@@ -751,10 +771,22 @@ class StateTracker:
     operation values are fresh copies, safe to keep or mutate.  Not thread-safe.
     """
 
-    __slots__ = ("_cache", "_dump", "_has_value", "_length", "_short", "_spine", "_value")
+    __slots__ = (
+        "_cache",
+        "_dump",
+        "_dump_flat",
+        "_has_value",
+        "_last_path",
+        "_leaf",
+        "_length",
+        "_short",
+        "_spine",
+        "_value",
+    )
 
     #: The longest document (compact JSON characters) `_one_leaf` is tried on; above it
-    #: the differ's cached pickles beat pickling the whole document twice.
+    #: the differ's cached pickles beat pickling the whole document twice. Negative:
+    #: no one-leaf path at all (neither `_one_leaf` nor `_known_leaf`), the differ alone.
     one_leaf_limit: int = 16_384
 
     def __init__(self) -> None:
@@ -764,6 +796,12 @@ class StateTracker:
         self._cache = _PickleCache()
         self._spine: set[int] = set()
         self._dump = _make_dumper()
+        #: Protocol 3 (no frames): a pickle is its items' pickles end to end (`_KnownLeaf`).
+        self._dump_flat = _make_dumper(3)
+        #: The path of the last publish when it was one scalar's replace, else None.
+        self._last_path: str | None = None
+        #: The leaf that changed alone in the last two publishes (`_known_leaf`), or None.
+        self._leaf: _KnownLeaf | None = None
         #: Whether no dict or list in the private value has `_CHUNK` items or more
         #: (None: not known; False may be stale, which only keeps `_one_leaf` off).
         self._short: bool | None = None
@@ -776,6 +814,8 @@ class StateTracker:
         self._cache = _PickleCache()
         self._spine = set()
         self._short = None
+        self._last_path = None
+        self._leaf = None
 
     def baseline(self, value: JSONLike) -> None:
         """Take ``value`` as what the client already holds, without emitting anything.
@@ -793,13 +833,19 @@ class StateTracker:
             snapshot, self._value = _two_copies(value)
             self._has_value = True
             self._length = None
+            self._last_path = self._leaf = None
             return ("snapshot", snapshot)
         current = self._value
         length = self._length
+        if self._leaf is not None:
+            known = self._known_leaf(self._leaf, current, value)
+            if known is not _MISSING:
+                return cast("Publication", known)
         if length is not None and length <= self.one_leaf_limit:
-            published = self._one_leaf(current, value, length)
-            if published is not None:
-                return published
+            one = self._one_leaf(current, value, length)
+            if one is not None:
+                self._learn(one)
+                return one
         differ = _Differ(
             measure=True, private=True, cache=self._cache, spine=self._spine, dump=self._dump
         )
@@ -807,6 +853,7 @@ class StateTracker:
         ops = differ.ops
         if not ops:
             self._commit(merged, self._length, differ)
+            self._last_path = None
             return None
         length = self._length
         if length is None:
@@ -814,17 +861,154 @@ class StateTracker:
         length += differ.delta
         patch_length = 2 + differ.op_chars + len(ops) - 1
         self._commit(merged, length, differ)
-        if patch_length < length:
-            return ("delta", ops)
-        return ("snapshot", deep_copy_json(merged))
+        published: Publication = ("delta", ops)
+        if patch_length >= length:
+            published = ("snapshot", deep_copy_json(merged))
+        self._learn(published, ops)
+        return published
 
     def _commit(self, merged: JSONValue, length: int | None, differ: _Differ) -> None:
         self._value = merged
         self._length = length
         self._spine = differ.new_spine
         self._cache.rotate()
+        self._leaf = None
         if self._short:  # the differ may have made a long container; a False may go stale
             self._short = None  # and only keeps `_one_leaf` off until the next reset
+
+    def _learn(self, published: Publication, ops: list[Operation] | None = None) -> None:
+        """
+        After a publish that changed something: note a lone scalar replace's path.
+
+        The same path twice in a row makes it the known leaf (`_locate`), which
+        the next publishes try first (`_known_leaf`). *ops* are the operations
+        when *published* is a snapshot chosen by the size rule.
+        """
+        if ops is None:
+            ops = published[1] if published is not None and published[0] == "delta" else []
+        if len(ops) != 1 or self.one_leaf_limit < 0:
+            self._last_path = None
+            return
+        op = ops[0]
+        if op["op"] != "replace" or type(op["value"]) not in _SCALARS:
+            self._last_path = None
+            return
+        path = op["path"]
+        if path == self._last_path:
+            self._leaf = self._locate(path)
+        self._last_path = path
+
+    def _locate(self, path: str) -> _KnownLeaf | None:
+        """
+        The private value's scalar at *path* as a `_KnownLeaf`, or None.
+
+        Only when the spine is exactly the path's containers above the leaf's
+        parent, as the differ leaves it after changing that leaf alone (and then
+        after every further change of it alone, so `_known_leaf` keeps it so).
+        Costs one pickle of the private value, with a marker at the leaf.
+        """
+        node: Any = self._value
+        containers: list[Any] = []
+        keys: list[Any] = []
+        for raw in path.split("/")[1:]:
+            kind = type(node)
+            if kind is dict:
+                key: Any = raw.replace("~1", "/").replace("~0", "~")
+                if key not in node or escape_pointer(key) != raw:
+                    return None
+            elif kind is list:
+                if not (raw.isascii() and raw.isdigit()) or str(int(raw)) != raw:
+                    return None
+                key = int(raw)
+                if key >= len(node):
+                    return None
+            else:
+                return None
+            containers.append(node)
+            keys.append(key)
+            node = node[key]
+        if not containers or type(node) not in _SCALARS:
+            return None
+        if self._spine != set(map(id, containers[:-1])):
+            return None
+        old = self._flat(node)
+        marked: Any = _MARKER
+        for i in range(len(containers) - 1, -1, -1):
+            container = containers[i].copy()
+            container[keys[i]] = marked
+            marked = container
+        data = self._dump_flat(marked)
+        marker = self._flat(_MARKER)
+        at = data.find(marker)
+        if not old or not marker or at < 0 or data.find(marker, at + 1) >= 0:
+            return None
+        return _KnownLeaf(keys, path, data[:at], data[at + len(marker) :], old)
+
+    def _flat(self, scalar: Any) -> bytes:
+        """A scalar's pickle as an item of a protocol 3 pickle (no header, no STOP)."""
+        data = self._dump_flat(scalar)
+        return data[2:-1] if data else b""
+
+    def _known_leaf(self, leaf: _KnownLeaf, current: Any, value: Any) -> Any:
+        """
+        The publication when *value* differs from the private value at the known leaf
+        only; `_MISSING` when not (then the other paths run, as if this one had not).
+
+        *value*'s protocol 3 pickle must be the private value's with the leaf's
+        bytes replaced: the bytes before and after it are kept from `_locate`
+        (the private value changes only there), so one pickle of *value* and
+        three byte comparisons prove it, with no walk. A pickle is its items'
+        pickles end to end in protocol 3's fast mode (no frames, no memo), so
+        the comparison is exact, and what is published is what the differ
+        publishes for a change at one leaf, spine and length included.
+        """
+        length = self._length
+        if length is None:
+            return _MISSING
+        a, b = current, value
+        containers: list[Any] = []
+        for key in leaf.keys:  # the private value's containers: the same as at `_locate`
+            kind = type(b)
+            if kind is not type(a) or len(b) != len(a) or (kind is dict and key not in b):
+                return _MISSING
+            containers.append(a)
+            a = a[key]
+            b = b[key]
+        if type(b) not in _SCALARS:
+            return _MISSING
+        body = self._flat(b)
+        if not body or body == leaf.old:
+            return _MISSING  # the same scalar: something else changed, or nothing
+        data = self._dump_flat(value)
+        head, tail = leaf.head, leaf.tail
+        if (
+            len(data) != len(head) + len(body) + len(tail)
+            or not data.startswith(head)
+            or not data.endswith(tail)
+            or not data.startswith(body, len(head))
+        ):
+            return _MISSING
+        size = _json_len(b)
+        length += size - _json_len(a)
+        op_chars = _REPLACE_CHARS + leaf.path_chars + size
+        merged: Any = b
+        new_spine = set()
+        keys = leaf.keys
+        last = len(containers) - 1
+        for i in range(last, -1, -1):
+            container = containers[i].copy()
+            container[keys[i]] = merged
+            merged = container
+            if i < last:
+                new_spine.add(id(merged))
+        self._value = merged
+        self._length = length
+        self._spine = new_spine
+        leaf.old = body
+        ops: list[Operation] = [{"op": "replace", "path": leaf.path, "value": b}]
+        if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
+            return ("delta", ops)
+        return ("snapshot", deep_copy_json(merged))
 
     def _one_leaf(self, current: Any, value: Any, length: int) -> Publication | None:
         """
@@ -930,6 +1114,7 @@ class StateTracker:
         self._length = length
         self._spine = new_spine
         self._short = short
+        self._leaf = None
         if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
             return ("delta", ops)
         return ("snapshot", deep_copy_json(merged))
