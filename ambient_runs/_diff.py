@@ -27,6 +27,14 @@ were rebuilt on the path to a change ("spine" containers) are descended into on
 the next publish instead of being pickled whole, so their unchanged children
 keep hitting the cache.  The cache costs about one pickle of the state in memory.
 
+One leaf.  A publish whose only change is one leaf skips the differ: a small
+document is walked where ``!=`` says it differs and checked by pickling both
+sides (``StateTracker._one_leaf``); and once the same scalar has changed alone
+twice in a row, the tracker keeps the private value's pickle around that leaf
+(protocol 3 in fast mode, which is its items' pickles end to end), so a publish
+pickles the caller's value once and compares bytes, with no walk at all
+(``StateTracker._known_leaf``).  Both publish exactly what the differ does.
+
 Lists.  Trim the longest common prefix and suffix, then pair the middle
 elements positionally (recursing into pairs), then ``remove`` the extra old ones
 from the highest index down or ``add`` the extra new ones in ascending order
@@ -63,8 +71,8 @@ import math
 import pickle
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
-from operator import is_not
-from typing import Any, Final, Literal, TypeAlias, TypeVar
+from operator import is_not, ne
+from typing import Any, Final, Literal, TypeAlias, TypeVar, cast
 
 import jsonpatch
 
@@ -259,11 +267,11 @@ class _Sink:
         self.parts.append(data if type(data) is bytes else bytes(data))
 
 
-def _make_dumper() -> Callable[[object], bytes]:
+def _make_dumper(protocol: int = 5) -> Callable[[object], bytes]:
     """A reusable pickler in fast mode: bytes depend on values, types and order only."""
     sink = _Sink()
     parts = sink.parts
-    pickler = pickle.Pickler(sink, protocol=5)
+    pickler = pickle.Pickler(sink, protocol=protocol)
     pickler.fast = True  # no memo: identity and refcounts do not show in the bytes
 
     def dump(obj: object) -> bytes:
@@ -733,6 +741,26 @@ def diff(old: JSONLike, new: JSONLike) -> list[Operation]:
     return differ.ops
 
 
+_MARKER: Final = "\x00ambient_runs: the known leaf\x00"
+"""What `StateTracker._locate` pickles in the leaf's place, to find its bytes."""
+
+
+class _KnownLeaf:
+    """A leaf that changed alone: its keys and path, and the pickle around it."""
+
+    __slots__ = ("head", "keys", "old", "path", "path_chars", "tail")
+
+    def __init__(self, keys: list[Any], path: str, head: bytes, tail: bytes, old: bytes) -> None:
+        self.keys = keys
+        self.path = path
+        self.path_chars = _json_len(path)
+        #: The private value's protocol 3 pickle before and after the leaf's bytes.
+        self.head = head
+        self.tail = tail
+        #: The leaf's own bytes in that pickle (a protocol 3 item).
+        self.old = old
+
+
 class StateTracker:
     """Chooses between a snapshot and a delta for each published value.
 
@@ -751,10 +779,22 @@ class StateTracker:
     operation values are fresh copies, safe to keep or mutate.  Not thread-safe.
     """
 
-    __slots__ = ("_cache", "_dump", "_has_value", "_length", "_short", "_spine", "_value")
+    __slots__ = (
+        "_cache",
+        "_dump",
+        "_dump_flat",
+        "_has_value",
+        "_last_path",
+        "_leaf",
+        "_length",
+        "_short",
+        "_spine",
+        "_value",
+    )
 
     #: The longest document (compact JSON characters) `_one_leaf` is tried on; above it
-    #: the differ's cached pickles beat pickling the whole document twice.
+    #: the differ's cached pickles beat pickling the whole document twice. Negative:
+    #: no one-leaf path at all (neither `_one_leaf` nor `_known_leaf`), the differ alone.
     one_leaf_limit: int = 16_384
 
     def __init__(self) -> None:
@@ -764,6 +804,12 @@ class StateTracker:
         self._cache = _PickleCache()
         self._spine: set[int] = set()
         self._dump = _make_dumper()
+        #: Protocol 3 (no frames): a pickle is its items' pickles end to end (`_KnownLeaf`).
+        self._dump_flat = _make_dumper(3)
+        #: The path of the last publish when it was one scalar's replace, else None.
+        self._last_path: str | None = None
+        #: The leaf that changed alone in the last two publishes (`_known_leaf`), or None.
+        self._leaf: _KnownLeaf | None = None
         #: Whether no dict or list in the private value has `_CHUNK` items or more
         #: (None: not known; False may be stale, which only keeps `_one_leaf` off).
         self._short: bool | None = None
@@ -776,6 +822,8 @@ class StateTracker:
         self._cache = _PickleCache()
         self._spine = set()
         self._short = None
+        self._last_path = None
+        self._leaf = None
 
     def baseline(self, value: JSONLike) -> None:
         """Take ``value`` as what the client already holds, without emitting anything.
@@ -793,13 +841,19 @@ class StateTracker:
             snapshot, self._value = _two_copies(value)
             self._has_value = True
             self._length = None
+            self._last_path = self._leaf = None
             return ("snapshot", snapshot)
         current = self._value
         length = self._length
+        if self._leaf is not None:
+            known = self._known_leaf(self._leaf, current, value)
+            if known is not _MISSING:
+                return cast("Publication", known)
         if length is not None and length <= self.one_leaf_limit:
-            published = self._one_leaf(current, value, length)
-            if published is not None:
-                return published
+            one = self._one_leaf(current, value, length)
+            if one is not None:
+                self._learn(one)
+                return one
         differ = _Differ(
             measure=True, private=True, cache=self._cache, spine=self._spine, dump=self._dump
         )
@@ -807,6 +861,7 @@ class StateTracker:
         ops = differ.ops
         if not ops:
             self._commit(merged, self._length, differ)
+            self._last_path = None
             return None
         length = self._length
         if length is None:
@@ -814,17 +869,155 @@ class StateTracker:
         length += differ.delta
         patch_length = 2 + differ.op_chars + len(ops) - 1
         self._commit(merged, length, differ)
-        if patch_length < length:
-            return ("delta", ops)
-        return ("snapshot", deep_copy_json(merged))
+        published: Publication = ("delta", ops)
+        if patch_length >= length:
+            published = ("snapshot", deep_copy_json(merged))
+        self._learn(published, ops)
+        return published
 
     def _commit(self, merged: JSONValue, length: int | None, differ: _Differ) -> None:
         self._value = merged
         self._length = length
         self._spine = differ.new_spine
         self._cache.rotate()
+        self._leaf = None
         if self._short:  # the differ may have made a long container; a False may go stale
             self._short = None  # and only keeps `_one_leaf` off until the next reset
+
+    def _learn(self, published: Publication, ops: list[Operation] | None = None) -> None:
+        """
+        After a publish that changed something: note a lone scalar replace's path.
+
+        The same path twice in a row makes it the known leaf (`_locate`), which
+        the next publishes try first (`_known_leaf`). *ops* are the operations
+        when *published* is a snapshot chosen by the size rule.
+        """
+        if ops is None:
+            ops = published[1] if published is not None and published[0] == "delta" else []
+        if len(ops) != 1 or self.one_leaf_limit < 0:
+            self._last_path = None
+            return
+        op = ops[0]
+        if op["op"] != "replace" or type(op["value"]) not in _SCALARS:
+            self._last_path = None
+            return
+        path = op["path"]
+        if path == self._last_path:
+            self._leaf = self._locate(path)
+        self._last_path = path
+
+    def _locate(self, path: str) -> _KnownLeaf | None:
+        """
+        The private value's scalar at *path* as a `_KnownLeaf`, or None.
+
+        Only when the spine is exactly the path's containers above the leaf's
+        parent, as the differ leaves it after changing that leaf alone (and then
+        after every further change of it alone, so `_known_leaf` keeps it so).
+        Costs one pickle of the private value, with a marker at the leaf.
+        """
+        node: Any = self._value
+        containers: list[Any] = []
+        keys: list[Any] = []
+        for raw in path.split("/")[1:]:
+            kind = type(node)
+            if kind is dict:
+                key: Any = raw.replace("~1", "/").replace("~0", "~")
+                if key not in node or escape_pointer(key) != raw:
+                    return None
+            elif kind is list:
+                if not (raw.isascii() and raw.isdigit()) or str(int(raw)) != raw:
+                    return None
+                key = int(raw)
+                if key >= len(node):
+                    return None
+            else:
+                return None
+            containers.append(node)
+            keys.append(key)
+            node = node[key]
+        if not containers or type(node) not in _SCALARS:
+            return None
+        if self._spine != set(map(id, containers[:-1])):
+            return None
+        old = self._flat(node)
+        marked: Any = _MARKER
+        for i in range(len(containers) - 1, -1, -1):
+            container = containers[i].copy()
+            container[keys[i]] = marked
+            marked = container
+        data = self._dump_flat(marked)
+        marker = self._flat(_MARKER)
+        at = data.find(marker)
+        if not old or not marker or at < 0 or data.find(marker, at + 1) >= 0:
+            return None
+        return _KnownLeaf(keys, path, data[:at], data[at + len(marker) :], old)
+
+    def _flat(self, scalar: Any) -> bytes:
+        """A scalar's pickle as an item of a protocol 3 pickle (no header, no STOP)."""
+        data = self._dump_flat(scalar)
+        return data[2:-1] if data else b""
+
+    def _known_leaf(self, leaf: _KnownLeaf, current: Any, value: Any) -> Any:
+        """
+        The publication when *value* differs from the private value at the known leaf
+        only; `_MISSING` when not (then the other paths run, as if this one had not).
+
+        *value*'s protocol 3 pickle must be the private value's with the leaf's
+        bytes replaced: the bytes before and after it are kept from `_locate`
+        (the private value changes only there), so one pickle of *value* and
+        three byte comparisons prove it, with no walk. A pickle is its items'
+        pickles end to end in protocol 3's fast mode (no frames, no memo), so
+        the comparison is exact, and what is published is what the differ
+        publishes for a change at one leaf, spine and length included.
+        """
+        length = self._length
+        if length is None:
+            return _MISSING
+        a, b = current, value
+        containers: list[Any] = []
+        for key in leaf.keys:  # the private value's containers: the same as at `_locate`
+            kind = type(b)
+            if kind is not type(a) or len(b) != len(a) or (kind is dict and key not in b):
+                return _MISSING
+            containers.append(a)
+            a = a[key]
+            b = b[key]
+        if type(b) not in _SCALARS:
+            return _MISSING
+        dump = self._dump_flat
+        body = dump(b)[2:-1]  # `_flat`, inlined
+        if not body or body == leaf.old:
+            return _MISSING  # the same scalar: something else changed, or nothing
+        data = dump(value)
+        head, tail = leaf.head, leaf.tail
+        if (
+            len(data) != len(head) + len(body) + len(tail)
+            or not data.startswith(head)
+            or not data.endswith(tail)
+            or not data.startswith(body, len(head))
+        ):
+            return _MISSING
+        size = _json_len(b)
+        length += size - _json_len(a)
+        op_chars = _REPLACE_CHARS + leaf.path_chars + size
+        merged: Any = b
+        new_spine = set()
+        keys = leaf.keys
+        last = len(containers) - 1
+        for i in range(last, -1, -1):
+            container = containers[i].copy()
+            container[keys[i]] = merged
+            merged = container
+            if i < last:
+                new_spine.add(id(merged))
+        self._value = merged
+        self._length = length
+        self._spine = new_spine
+        leaf.old = body
+        ops: list[Operation] = [{"op": "replace", "path": leaf.path, "value": b}]
+        if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
+            return ("delta", ops)
+        return ("snapshot", deep_copy_json(merged))
 
     def _one_leaf(self, current: Any, value: Any, length: int) -> Publication | None:
         """
@@ -832,10 +1025,12 @@ class StateTracker:
 
         The common publish of a small state changes one field, and there the
         differ's work per level (batched pickles of the siblings, cache lookups)
-        costs several times a plain walk. So: walk down where ``==`` says the two
-        differ, requiring exactly one differing child at every level and the same
-        keys and lengths; make the leaf's operation as the differ does
-        (`_Differ.value`); rebuild the containers on the path; and accept only if
+        costs several times a plain walk. So: walk down where ``!=`` (mapped over
+        the siblings in order, at C speed) says the two differ, requiring exactly
+        one differing child at every level and the same lengths; make the leaf's
+        operation as the differ does (`_Differ.value`, written out for two
+        scalars); rebuild the containers on the path (a copy of each, one item
+        replaced, so the old key order stays); and accept only if
         the result pickles exactly as *value* does (so the walk missed no
         difference that ``==`` hides: a type, a key order). The outcome is then
         the differ's to the byte, operations and their order, the size rule, and
@@ -844,8 +1039,12 @@ class StateTracker:
         and no container has `_CHUNK` items (the differ descends into those
         whatever changed). Anything else returns None, and the differ runs.
         """
-        steps: list[tuple[Any, Any, Any]] = []  # (old container, new container, key)
-        path = ""
+        # Siblings are compared positionally, at C speed (`operator.ne` mapped over
+        # the values); a dict whose keys are in another order then pairs the wrong
+        # values, which the final pickle comparison refuses (the differ runs).
+        olds: list[Any] = []  # the old containers on the path, outermost first
+        keys: list[Any] = []  # the key or index taken in each
+        tokens: list[str] = []
         a, b = current, value
         token: str | None = None
         while True:
@@ -853,18 +1052,11 @@ class StateTracker:
             if ta is dict and type(b) is dict:
                 if len(a) != len(b):
                     return None
-                found: Any = _MISSING
-                for key, vb in b.items():
-                    va = a.get(key, _MISSING)
-                    if va is vb:
-                        continue
-                    if va is _MISSING:
-                        return None
-                    if va != vb:
-                        if found is not _MISSING:
-                            return None
-                        found = key
-                if found is _MISSING or type(found) is not str:
+                found_keys = list(compress(b, map(ne, a.values(), b.values())))
+                if len(found_keys) != 1:
+                    return None
+                found: Any = found_keys[0]
+                if type(found) is not str or found not in a:
                     return None
                 tok = escape_pointer(found)
                 if _unsafe(tok, token):
@@ -873,52 +1065,66 @@ class StateTracker:
             elif ta is list and type(b) is list:
                 if len(a) != len(b):
                     return None
-                found = -1
-                for i, (va, vb) in enumerate(zip(a, b, strict=True)):
-                    if va is not vb and va != vb:
-                        if found >= 0:
-                            return None
-                        found = i
-                if found < 0:
+                unequal = list(map(ne, a, b))
+                if unequal.count(True) != 1:
                     return None
+                found = unequal.index(True)
                 tok = str(found)
                 token = None
             else:
                 break
-            steps.append((a, b, found))
-            path = path + "/" + tok
+            olds.append(a)
+            keys.append(found)
+            tokens.append(tok)
             a, b = a[found], b[found]
-        spine = {id(container) for container, _, _ in steps[:-1]}
-        if not steps or spine != self._spine:
+        if not olds or self._spine != set(map(id, olds[:-1])):
             return None
         if self._short is None:
             self._short = _short(current)
         if not self._short:
             return None
-        differ = _Differ(measure=True, private=True, dump=self._dump)
-        merged = differ.value(a, b, path, token)
-        ops = differ.ops
-        if not ops:
-            return None  # a NaN for a NaN: the differ decides
+        path = "/" + "/".join(tokens)
+        tb = type(b)
+        if tb in _SCALARS and type(a) in _SCALARS:
+            # What `_Differ.value` does with two scalars the walk found unequal: a
+            # replace (a NaN for a NaN is no change, which the differ decides).
+            if tb is float and b != b and type(a) is float and a != a:
+                return None
+            size = _json_len(b)
+            op_chars = _REPLACE_CHARS + _json_len(path) + size
+            length += size - _json_len(a)
+            ops: list[Operation] = [{"op": "replace", "path": path, "value": b}]
+            merged: Any = b
+            short = True
+        else:
+            differ = _Differ(measure=True, private=True, dump=self._dump)
+            merged = differ.value(a, b, path, token)
+            ops = differ.ops
+            if not ops:
+                return None  # a NaN for a NaN: the differ decides
+            op_chars = differ.op_chars
+            length += differ.delta
+            short = _short(b)
+        # The containers on the path, rebuilt around the new leaf: a copy keeps the
+        # old key order, which the pickle comparison below checks against *value*'s.
         new_spine = set()
-        for i in range(len(steps) - 1, -1, -1):
-            old_c, new_c, key = steps[i]
-            if type(old_c) is dict:
-                merged = {k: merged if k == key else old_c[k] for k in new_c}
-            else:
-                merged = [*old_c[:key], merged, *old_c[key + 1 :]]
-            if i < len(steps) - 1:
+        last = len(olds) - 1
+        for i in range(last, -1, -1):
+            container = olds[i].copy()
+            container[keys[i]] = merged
+            merged = container
+            if i < last:
                 new_spine.add(id(merged))
         dump = self._dump
         new_bytes = dump(value)
         if not new_bytes or new_bytes != dump(merged):
             return None
-        length += differ.delta
         self._value = merged
         self._length = length
         self._spine = new_spine
-        self._short = _short(b)
-        if 2 + differ.op_chars < length:  # one operation: the patch is "[" op "]"
+        self._short = short
+        self._leaf = None
+        if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
             return ("delta", ops)
         return ("snapshot", deep_copy_json(merged))
 

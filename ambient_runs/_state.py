@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker, deep_copy_json
-from ambient_runs._wire import check_json, is_state_type, json_form, structure_state, wire_form
+from ambient_runs._wire import (
+    check_json,
+    is_state_type,
+    json_form,
+    lone_surrogate,
+    safe_scalar,
+    structure_state,
+    vouch,
+    wire_form,
+)
 from ambient_runs.errors import InvalidEventError, InvalidInputError
 
 if TYPE_CHECKING:
@@ -40,6 +49,12 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
     that check fails, the tracker is reset (the next publish is a snapshot) and
     `InvalidEventError` is raised.
     """
+    return _checked_change(tracker, value)[0]
+
+
+def _checked_change(tracker: Any, value: Any) -> tuple[tuple[str, Any] | None, bool]:
+    """`tracked_change`, and whether the change is a delta `_plain_patch` passed."""
+    plain = False
     try:
         try:
             change = tracker.publish(wire_form(value))
@@ -49,23 +64,67 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
             # before changing anything, so the retry diffs as the first try would.
             change = tracker.publish(json_form(value))
         if change is not None:
-            check_json(change[1], value)
+            plain = change[0] == "delta" and _plain_patch(change[1])
+            if not plain:
+                check_json(change[1], value)
     except (TypeError, ValueError, RecursionError) as exc:
         tracker.reset()
         if isinstance(exc, InvalidEventError):
             raise
         msg = f"{type(value).__name__} has no JSON form: {exc}"
         raise InvalidEventError(msg) from None
-    return cast("tuple[str, Any] | None", change)
+    return cast("tuple[str, Any] | None", change), plain
+
+
+#: The tracker's own operations, built without their validators: the differ only
+#: writes paths of escaped tokens (``_diff.escape_pointer``), always valid pointers.
+_TRUSTED_OPERATIONS: dict[str, Callable[..., ev.JsonPatchOperation]] = {
+    "add": ev.unchecked(ev.AddOperation, "path", "value"),
+    "replace": ev.unchecked(ev.ReplaceOperation, "path", "value"),
+    "remove": ev.unchecked(ev.RemoveOperation, "path"),
+}
+_trusted_replace = _TRUSTED_OPERATIONS["replace"]
+
+_delta_event: Callable[[tuple[ev.JsonPatchOperation, ...], str | None], ev.StateDeltaEvent] = (
+    ev.unchecked(ev.StateDeltaEvent, "delta", "subagent_run_id")
+)
+"""A ``STATE_DELTA`` of trusted operations, attributed to an owner the library checked."""
+
+
+def _plain_patch(patch: Sequence[dict[str, Any]]) -> bool:
+    """Whether `check_json` would pass *patch* for certain: plain paths, `safe_scalar` values."""
+    for op in patch:
+        path = op["path"]
+        if not (path.isascii() or lone_surrogate(path) is None):
+            return False
+        if "value" in op and not safe_scalar(op["value"]):
+            return False
+    return True
 
 
 def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, ...]:
+    """
+    A `StateTracker`'s patch (wire dicts) as event operations.
+
+    The differ writes only ``add``, ``replace`` and ``remove`` with valid paths, so
+    those are built without validation (equal to the constructors' objects);
+    anything else goes through its class.
+    """
+    if len(patch) == 1:
+        op = patch[0]
+        if op["op"] == "replace" and len(op) == 3:  # what a one-field change publishes
+            return (_trusted_replace(op["path"], op["value"]),)
     ops: list[ev.JsonPatchOperation] = []
     for op in patch:
         kind = op["op"]
-        if kind == "replace" and len(op) == 3:  # what a one-field change publishes
-            ops.append(ev.ReplaceOperation(path=op["path"], value=op["value"]))
-            continue
+        trusted = _TRUSTED_OPERATIONS.get(kind)
+        if trusted is not None and "path" in op:
+            if kind == "remove" and len(op) == 2:
+                ops.append(trusted(op["path"]))
+                continue
+            if kind != "remove" and len(op) == 3 and "value" in op:
+                ops.append(trusted(op["path"], op["value"]))
+                continue
         cls = ev.OPERATION_CLASSES[kind]
         kwargs = {("from_" if k == "from" else k): v for k, v in op.items() if k != "op"}
         ops.append(cls(**kwargs))
@@ -170,16 +229,19 @@ class RunState:
                 self._tracker = StateTracker()
                 if self._baseline is not _ABSENT:
                     self._tracker.baseline(self._baseline)
-            change = tracked_change(self._tracker, self.value)
+            change, plain = _checked_change(self._tracker, self.value)
             if change is None:
                 return
             kind, payload = change
+            owner = frame.owner
             if kind == "snapshot":
                 event: ev.BaseEvent = ev.StateSnapshotEvent(
-                    snapshot=payload, subagent_run_id=frame.owner
+                    snapshot=payload, subagent_run_id=owner
                 )
             else:
-                event = ev.StateDeltaEvent(delta=operations(payload), subagent_run_id=frame.owner)
+                event = _delta_event(operations(payload), owner)
+                if plain and (owner is None or (type(owner) is str and owner.isascii())):
+                    vouch(event)  # the pipeline's encodability check: just done
             send_tracked(self._tracker, pipeline.send, event)
 
 

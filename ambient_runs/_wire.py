@@ -67,8 +67,10 @@ __all__ = (
     "problem_count",
     "refuse_reserved_metadata",
     "register_json_form",
+    "safe_scalar",
     "structure_state",
     "to_wire",
+    "vouch",
     "wire_form",
     "wire_name",
 )
@@ -534,6 +536,82 @@ def _safe_integers_factory(cls: type[Any]) -> Callable[[Any], object]:
     return encodable
 
 
+def _plain_text(value: str) -> bool:
+    """Whether a ``str`` encodes as UTF-8 JSON: ASCII (one flag), or no lone surrogate."""
+    return value.isascii() or _SURROGATE.search(value) is None
+
+
+def safe_scalar(value: object) -> bool:
+    """
+    Whether *value* is a JSON scalar that encodes as a client keeps it, checked cheaply.
+
+    A ``str`` without a lone surrogate, a finite ``float``, a ``bool``, None, or an
+    ``int`` within ±(2^53-1), each of its exact type. False means only "not
+    told here": the encoder decides (and names the problem, if there is one).
+    """
+    kind = type(value)
+    if kind is str:
+        return _plain_text(cast("str", value))
+    if kind is int:
+        return -ev.MAX_SAFE_INTEGER <= cast("int", value) <= ev.MAX_SAFE_INTEGER
+    if kind is float:
+        return cast("float", value) - cast("float", value) == 0.0  # finite
+    return kind is bool or value is None
+
+
+_VOUCHED: list[Any] = [None]
+"""The last event `vouch` was given (a one-slot list: no global statement)."""
+
+
+def vouch(event: Any) -> None:
+    """
+    Record that *event* encodes, as its builder has checked: its `ENCODABLE` check passes.
+
+    For the state publisher, which builds a ``STATE_DELTA`` from operations it
+    has just found plain (`safe_scalar` values, plain-text paths) and an owner
+    in ASCII. Events are frozen, so the check holds for that object; only the
+    last one is kept, and any other object is checked in full.
+    """
+    _VOUCHED[0] = event
+
+
+def _state_delta_factory() -> Callable[[Any], object]:
+    """
+    The encodability check of a ``STATE_DELTA``: the common one told without encoding.
+
+    A delta with no timestamp, raw event or metadata whose operations are the
+    differ's own (``add``, ``replace``, ``remove``) with plain-text paths and
+    `safe_scalar` values encodes, safe integers included; anything else goes
+    to the full check (`_safe_integers_factory`), which raises as it always has.
+    """
+    full = _safe_integers_factory(ev.StateDeltaEvent)
+    vouched = _VOUCHED
+    with_value = (ev.ReplaceOperation, ev.AddOperation)
+    remove = ev.RemoveOperation
+
+    def encodable_StateDeltaEvent(obj: Any) -> object:
+        if obj is vouched[0]:
+            return None
+        if obj.timestamp is not None or obj.raw_event is not None or obj.metadata is not None:
+            return full(obj)
+        owner = obj.subagent_run_id
+        if owner is not None and (type(owner) is not str or not _plain_text(owner)):
+            return full(obj)
+        for op in obj.delta:
+            kind = type(op)
+            path = op.path
+            if type(path) is not str or not _plain_text(path):
+                return full(obj)
+            if kind in with_value:
+                if not safe_scalar(op.value):
+                    return full(obj)
+            elif kind is not remove:
+                return full(obj)
+        return None
+
+    return encodable_StateDeltaEvent
+
+
 #: The events whose JSON payload a client keeps as data: state and activity content.
 _SAFE_INTEGERS = (
     ev.StateSnapshotEvent,
@@ -547,6 +625,7 @@ ENCODABLE: dict[type[Any], Callable[[Any], object]] = {
     cls: _safe_integers_factory(cls) if cls in _SAFE_INTEGERS else _encodable_factory(cls)
     for cls in ev.EVENT_CLASSES.values()
 }
+ENCODABLE[ev.StateDeltaEvent] = _state_delta_factory()
 
 
 def check_encodable(obj: Any) -> None:

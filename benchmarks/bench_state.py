@@ -17,7 +17,11 @@ documents with nested fields). Per size, candidates:
   no event): the floor issue 12 sets (target 6: ``publish`` <= 2x it at every
   size);
 - ``orjson``: ``orjson.dumps`` of the whole state, the fastest snapshot
-  encoding there is (a bench dependency only; skipped without it).
+  encoding there is (a bench dependency only; skipped without it);
+- ``pickle``: one fast-mode pickle of the whole state (protocol 3), after the
+  same change: what a publish reads the state with to prove that no type
+  (``1`` and ``1.0``, ``True`` and ``1``) hid behind ``==``, reported for
+  reading (``publish / pickle``), never a target.
 
 Each batch is timed by process CPU time. Before timing, the delta
 ``publish_state`` emits for one change is applied with ``jsonpatch`` to the
@@ -40,6 +44,7 @@ import jsonpatch
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs._diff import _make_dumper
 from ambient_runs._wire import to_wire
 from benchmarks import INPUT, figure, interleave, ratios
 from benchmarks.bench_diff import SIZES, make_state
@@ -165,8 +170,15 @@ def _bench_size(label: str, n_docs: int, rounds: int) -> dict[str, Any]:
         if _canonical(jsonpatch.apply_patch(plain_before, ours)) != _canonical(state):
             raise AssertionError("plain_diff's patch does not reproduce the new state")
 
+        dump_state = _make_dumper(3)
+
+        def pickled() -> None:
+            leaf["id"] = next(counter)
+            dump_state(state)
+
         candidates = {
             "publish": _batch(publish, _repeats(publish)),
+            "pickle": _batch(pickled, _repeats(pickled)),
             "make_patch": _batch(make_patch, _repeats(make_patch)),
             "dumps": _batch(dumps, _repeats(dumps)),
             "plain": _batch(plain, _repeats(plain)),
@@ -226,6 +238,13 @@ def run(rounds: int = 12, sizes: dict[str, int] | None = None) -> dict[str, Any]
                 ratios(data["samples"], "publish", "plain"),
                 target=("<=", 2.0),
                 note="issue 12, target 6",
+            )
+        )
+        figures.append(
+            figure(
+                f"state {label}: publish / one pickle of the state",
+                ratios(data["samples"], "publish", "pickle"),
+                note="the type-exact check's floor: one pickle of the caller's state",
             )
         )
         if "orjson" in data["samples"]:
