@@ -27,14 +27,6 @@ were rebuilt on the path to a change ("spine" containers) are descended into on
 the next publish instead of being pickled whole, so their unchanged children
 keep hitting the cache.  The cache costs about one pickle of the state in memory.
 
-One leaf.  A publish whose only change is one leaf skips the differ: a small
-document is walked where ``!=`` says it differs and checked by pickling both
-sides (``StateTracker._one_leaf``); and once the same scalar has changed alone
-twice in a row, the tracker keeps the private value's pickle around that leaf
-(protocol 3 in fast mode, which is its items' pickles end to end), so a publish
-pickles the caller's value once and compares bytes, with no walk at all
-(``StateTracker._known_leaf``).  Both publish exactly what the differ does.
-
 Lists.  Trim the longest common prefix and suffix, then pair the middle
 elements positionally (recursing into pairs), then ``remove`` the extra old ones
 from the highest index down or ``add`` the extra new ones in ascending order
@@ -984,11 +976,10 @@ class StateTracker:
             b = b[key]
         if type(b) not in _SCALARS:
             return _MISSING
-        dump = self._dump_flat
-        body = dump(b)[2:-1]  # `_flat`, inlined
+        body = self._flat(b)
         if not body or body == leaf.old:
             return _MISSING  # the same scalar: something else changed, or nothing
-        data = dump(value)
+        data = self._dump_flat(value)
         head, tail = leaf.head, leaf.tail
         if (
             len(data) != len(head) + len(body) + len(tail)

@@ -20,7 +20,6 @@ from ambient_runs._wire import (
     lone_surrogate,
     safe_scalar,
     structure_state,
-    vouch,
     wire_form,
 )
 from ambient_runs.errors import InvalidEventError, InvalidInputError
@@ -49,12 +48,6 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
     that check fails, the tracker is reset (the next publish is a snapshot) and
     `InvalidEventError` is raised.
     """
-    return _checked_change(tracker, value)[0]
-
-
-def _checked_change(tracker: Any, value: Any) -> tuple[tuple[str, Any] | None, bool]:
-    """`tracked_change`, and whether the change is a delta `_plain_patch` passed."""
-    plain = False
     try:
         try:
             change = tracker.publish(wire_form(value))
@@ -63,17 +56,15 @@ def _checked_change(tracker: Any, value: Any) -> tuple[tuple[str, Any] | None, b
             # form, or InvalidEventError naming the bad one. The tracker refused
             # before changing anything, so the retry diffs as the first try would.
             change = tracker.publish(json_form(value))
-        if change is not None:
-            plain = change[0] == "delta" and _plain_patch(change[1])
-            if not plain:
-                check_json(change[1], value)
+        if change is not None and not (change[0] == "delta" and _plain_patch(change[1])):
+            check_json(change[1], value)
     except (TypeError, ValueError, RecursionError) as exc:
         tracker.reset()
         if isinstance(exc, InvalidEventError):
             raise
         msg = f"{type(value).__name__} has no JSON form: {exc}"
         raise InvalidEventError(msg) from None
-    return cast("tuple[str, Any] | None", change), plain
+    return cast("tuple[str, Any] | None", change)
 
 
 #: The tracker's own operations, built without their validators: the differ only
@@ -229,19 +220,16 @@ class RunState:
                 self._tracker = StateTracker()
                 if self._baseline is not _ABSENT:
                     self._tracker.baseline(self._baseline)
-            change, plain = _checked_change(self._tracker, self.value)
+            change = tracked_change(self._tracker, self.value)
             if change is None:
                 return
             kind, payload = change
-            owner = frame.owner
             if kind == "snapshot":
                 event: ev.BaseEvent = ev.StateSnapshotEvent(
-                    snapshot=payload, subagent_run_id=owner
+                    snapshot=payload, subagent_run_id=frame.owner
                 )
             else:
-                event = _delta_event(operations(payload), owner)
-                if plain and (owner is None or (type(owner) is str and owner.isascii())):
-                    vouch(event)  # the pipeline's encodability check: just done
+                event = _delta_event(operations(payload), frame.owner)
             send_tracked(self._tracker, pipeline.send, event)
 
 

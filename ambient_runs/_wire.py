@@ -70,7 +70,6 @@ __all__ = (
     "safe_scalar",
     "structure_state",
     "to_wire",
-    "vouch",
     "wire_form",
     "wire_name",
 )
@@ -559,22 +558,6 @@ def safe_scalar(value: object) -> bool:
     return kind is bool or value is None
 
 
-_VOUCHED: list[Any] = [None]
-"""The last event `vouch` was given (a one-slot list: no global statement)."""
-
-
-def vouch(event: Any) -> None:
-    """
-    Record that *event* encodes, as its builder has checked: its `ENCODABLE` check passes.
-
-    For the state publisher, which builds a ``STATE_DELTA`` from operations it
-    has just found plain (`safe_scalar` values, plain-text paths) and an owner
-    in ASCII. Events are frozen, so the check holds for that object; only the
-    last one is kept, and any other object is checked in full.
-    """
-    _VOUCHED[0] = event
-
-
 def _state_delta_factory() -> Callable[[Any], object]:
     """
     The encodability check of a ``STATE_DELTA``: the common one told without encoding.
@@ -585,13 +568,10 @@ def _state_delta_factory() -> Callable[[Any], object]:
     to the full check (`_safe_integers_factory`), which raises as it always has.
     """
     full = _safe_integers_factory(ev.StateDeltaEvent)
-    vouched = _VOUCHED
     with_value = (ev.ReplaceOperation, ev.AddOperation)
     remove = ev.RemoveOperation
 
     def encodable_StateDeltaEvent(obj: Any) -> object:
-        if obj is vouched[0]:
-            return None
         if obj.timestamp is not None or obj.raw_event is not None or obj.metadata is not None:
             return full(obj)
         owner = obj.subagent_run_id
