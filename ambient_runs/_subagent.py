@@ -14,6 +14,7 @@ spec and its own lifecycle: started, ended, its frame and its open handles.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -33,6 +34,7 @@ from ambient_runs._outcomes import (
     subagent_ending,
 )
 from ambient_runs._step import Step
+from ambient_runs._wire import frame_pieces
 from ambient_runs.errors import (
     HandleClosedError,
     HandleWarning,
@@ -65,6 +67,29 @@ _subagent_started = ev.unchecked(
 )
 _subagent_finished = ev.unchecked(ev.SubagentFinishedEvent, "subagent_run_id", "result")
 
+#: The stdlib's C string encoder, the one the framed encoders use for every string.
+_encode_str = json.encoder.encode_basestring
+
+
+def _pieces(event: ev.BaseEvent, *fields: str) -> tuple[str, ...]:
+    """The byte path's frame of *event* around the JSON of *fields* (see `frame_pieces`)."""
+    pieces = frame_pieces(event, fields, "data: ", "\n\n")
+    if pieces is None:  # pragma: no cover - the event classes' writers are fixed
+        msg = f"{type(event).__name__} has no frame template around {fields}"
+        raise TypeError(msg)
+    return pieces
+
+
+#: A plain SUBAGENT_FINISHED's frame around its id's JSON, the same for every invocation.
+_FINISHED_HEAD, _FINISHED_TAIL = _pieces(_subagent_finished("-", None), "subagent_run_id")
+
+
+def _id_prefix(pipeline: Pipeline) -> str:
+    """The JSON of ``"<run id>-sub-``: a minted id's JSON is it, the number and a quote."""
+    prefix = pipeline.subagent_prefix = _encode_str(f"{pipeline.run_id}-sub-")[:-1]
+    return prefix
+
+
 _OPTIONAL_TEXT = (
     "description",
     "id",
@@ -96,6 +121,9 @@ class SubagentSpec(SpecFaces["Subagent"]):
     parent_message_id: str | None = None
     parent_subagent_run_id: str | None = None
     parent: Frame | None = attrs.field(default=None, repr=False, eq=False)
+    #: The byte path's pieces of SUBAGENT_STARTED (`_frames_of`): None until a decorated
+    #: call first needs them, () when this spec has none (a fixed id or parent).
+    _frames: tuple[str, ...] | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -130,6 +158,38 @@ class SubagentSpec(SpecFaces["Subagent"]):
     def invocation(self) -> Subagent:
         """A fresh invocation of this spec, not started yet."""
         return Subagent._of(self)
+
+    def _start(self, parent: Frame) -> Frame:
+        """A fresh invocation started in *parent* (one decorated call): its frame."""
+        frames = self._frames
+        invocation: Subagent = _new(Subagent)
+        invocation._setup(self)
+        return invocation._announce(parent, self._frames_of() if frames is None else frames)
+
+    def _frames_of(self) -> tuple[str, ...]:
+        """
+        Make the byte path's pieces of this spec's SUBAGENT_STARTED, once per spec.
+
+        From the event class's one text writer (`frame_pieces`), so the name
+        and the rest are escaped here, once: ``(head, tail)`` around the new
+        id's JSON at the top level, then ``(head, middle, tail)`` around it and
+        the parent's. () when invocations cannot take the byte path: a fixed
+        id or parent (the generic checks decide), or text UTF-8 cannot carry.
+        """
+        pieces: tuple[str, ...] = ()
+        if self.id is None and self.parent_subagent_run_id is None:
+            fixed = (self.name, self.description)
+            links = (self.parent_tool_call_id, self.parent_message_id)
+            top = _pieces(_subagent_started("-", *fixed, None, *links), "subagent_run_id")
+            nested = _subagent_started("-", *fixed, "-", *links)
+            found = (*top, *_pieces(nested, "subagent_run_id", "parent_subagent_run_id"))
+            try:
+                "".join(found).encode()
+            except UnicodeEncodeError:  # a lone surrogate: the object path refuses it
+                found = ()
+            pieces = found
+        object.__setattr__(self, "_frames", pieces)
+        return pieces
 
 
 class Emitters(ContentEmitters):
@@ -232,6 +292,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         "_ended",
         "_frame",
         "_id",
+        "_json",
         "_pipeline",
         "_registry",
         "_run",
@@ -274,6 +335,8 @@ class Subagent(Faces, Emitters, RunAccessors):
     def _setup(self, spec: SubagentSpec) -> None:
         self._spec = spec
         self._id: str | None = spec.id
+        #: The JSON of `_id`, escaped once: made when the byte path mints it, or first used.
+        self._json: str | None = None
         self._pipeline: Pipeline | None = None
         self._run: Run | None = None
         self._frame: Frame | None = None
@@ -347,28 +410,76 @@ class Subagent(Faces, Emitters, RunAccessors):
                 stacklevel=3,
             )
             return self._frame
+        return self._announce(parent, ())
+
+    def _announce(self, parent: Frame, pieces: tuple[str, ...]) -> Frame:
+        """
+        Send SUBAGENT_STARTED in *parent* and open the scope; return its frame.
+
+        *pieces* (`SubagentSpec._frames_of`, () for none) let a decorated
+        call take the byte path: on a stream consumed as SSE (`Pipeline.frames`),
+        the announcement is one string, the new id's JSON (and its parent's,
+        each escaped once) between the spec's pieces, encoded once. Verified by
+        construction, under the lock: the run is active (`frames` is cleared
+        when it finishes), and the verifier's subagents accept and record it
+        (`Subagents.open_minted`: the id is the next one minted, the parent
+        active); otherwise the event goes the object path, which says why.
+        """
+        spec = self._spec
         pipeline = self._pipeline = parent.pipeline
         self._run = parent.run
-        sid = self._id
-        if sid is None:
-            sid = self._id = pipeline.new_subagent_run_id()
         self._started = True
-        children = self._children
-        frame = self._frame = parent.with_subagent(self, children)
-        registry = self._registry = parent.open_registry()  # an orphan: an open scope's
-        announce = _subagent_started(
-            sid,
-            spec.name,
-            spec.description,
-            spec.parent_subagent_run_id or parent.owner,
-            spec.parent_tool_call_id,
-            spec.parent_message_id,
+        owner = parent.owner
+        host = parent.subagent
+        # An orphan (started in a subagent that has ended) joins the nearest open scope.
+        registry = self._registry = (
+            parent.registry if host is None or not host._ended else parent.open_registry()
         )
-        with pipeline.lock:
-            pipeline.send(announce)
+        children = self._children
+        sid = self._id
+        lock = pipeline.lock
+        lock.acquire()
+        try:
+            framed = False
+            frames = pipeline.frames
+            if pieces and sid is None and frames is not None:
+                n = next(pipeline.subagent_numbers)
+                sid = self._id = f"{pipeline.run_id}-sub-{n}"
+                head = pipeline.subagent_prefix or _id_prefix(pipeline)
+                mine = self._json = f'{head}{n}"'
+                if host is None:
+                    data = f"{pieces[0]}{mine}{pieces[1]}".encode()
+                else:
+                    theirs = host._json or host._json_now()
+                    data = f"{pieces[2]}{mine}{pieces[3]}{theirs}{pieces[4]}".encode()
+                view = pipeline.subagent_view
+                if view is None or view.open_minted(sid, n, owner, pipeline.run_id):
+                    frames(data)
+                    framed = True
+            if sid is None:
+                sid = self._id = pipeline.new_subagent_run_id()
+            frame = self._frame = parent.with_subagent(self, children)
+            if not framed:
+                pipeline.send(
+                    _subagent_started(
+                        sid,
+                        spec.name,
+                        spec.description,
+                        spec.parent_subagent_run_id or owner,
+                        spec.parent_tool_call_id,
+                        spec.parent_message_id,
+                    )
+                )
             registry[id(self)] = self
             pipeline.scopes.setdefault(sid, children)
+        finally:
+            lock.release()
         return frame
+
+    def _json_now(self) -> str:
+        """The JSON of this started invocation's id, escaped now and kept (`_json`)."""
+        found = self._json = _encode_str(self._id or "")
+        return found
 
     def start(self) -> Self:
         """
@@ -398,20 +509,51 @@ class Subagent(Faces, Emitters, RunAccessors):
         self._ended = True
         return self._pipeline
 
-    def _end(self, event: ev.BaseEvent, *, quietly: bool = False, warn: bool = True) -> None:
+    def _end(
+        self, event: ev.BaseEvent | None, *, quietly: bool = False, warn: bool = True
+    ) -> None:
+        """
+        Close what the invocation left open, then send *event* and close its scope.
+
+        *event* None is a plain ``SUBAGENT_FINISHED`` (success, no result): on
+        the byte path (see `_announce`) one string, its id's JSON between two
+        fixed pieces, once the verifier's subagents accept and record it
+        (`Subagents.close_plain`), else the event, through the object path.
+        """
         pipeline = self._closing(warn=warn)
         if pipeline is None:
             return
-        with pipeline.lock:
+        sid: str = self._id  # type: ignore[assignment]  # started: it has an id
+        lock = pipeline.lock
+        lock.acquire()
+        try:
             children = self._children
             if children:
                 pipeline.close_left_open(children, quietly=quietly)
-            pipeline.send(event)
-            if self._registry is not None:
-                self._registry.pop(id(self), None)
+            if event is None:
+                frames = pipeline.frames
+                data = None
+                if frames is not None:
+                    try:
+                        mine = self._json or self._json_now()
+                        data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
+                    except UnicodeEncodeError:  # an id a transformer hid from the checks
+                        data = None
+                view = pipeline.subagent_view
+                if data is not None and (view is None or view.close_plain(sid)):
+                    frames(data)  # type: ignore[misc]  # not None with data
+                else:
+                    pipeline.send(_subagent_finished(sid, None))
+            else:
+                pipeline.send(event)
+            registry = self._registry
+            if registry is not None:
+                registry.pop(id(self), None)
             scopes = pipeline.scopes
-            if scopes.get(self._id) is children:
-                del scopes[self._id]
+            if scopes.get(sid) is children:
+                del scopes[sid]
+        finally:
+            lock.release()
         token = self._token
         # An explicit terminator inside the invocation's own `with` block: what
         # follows in the block belongs to the enclosing scope again.
@@ -446,7 +588,7 @@ class Subagent(Faces, Emitters, RunAccessors):
 
     def finish(self) -> None:
         """Send ``SUBAGENT_FINISHED`` with a success outcome. A second end warns."""
-        self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or ""))
+        self._end(None)
 
     def finish_with(self, result: Any) -> None:
         """
@@ -486,7 +628,7 @@ class Subagent(Faces, Emitters, RunAccessors):
                 "(finish_with(), fail())",
                 LeftOpenWarning,
             )
-        self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or ""), quietly=quietly)
+        self._end(None, quietly=quietly)
 
     def _finish(self, exc: BaseException | None, result: Any = None) -> None:
         """End the invocation the way its body ended (see the class docstring)."""
@@ -494,8 +636,8 @@ class Subagent(Faces, Emitters, RunAccessors):
             return
         sid = self._id or ""
         if exc is None:
-            payload = result_form(result, self._spec.name)
-            self._end(_subagent_finished(sid, payload), warn=False)
+            payload = None if result is None else result_form(result, self._spec.name)
+            self._end(None if payload is None else _subagent_finished(sid, payload), warn=False)
             return
         interrupts = interrupts_of(exc)
         if interrupts and self._pipeline is not None:
