@@ -125,7 +125,12 @@ class Frame:
 
     def with_subagent(self, subagent: Subagent, registry: Registry) -> Frame:
         """Return a frame attributed to *subagent* (its open handles: *registry*), no step."""
-        child = self._child(subagent)
+        child = _new_frame(Frame)  # `_child`, inlined: every subagent invocation makes one
+        child.run = self.run
+        child.pipeline = self.pipeline
+        child.parent = self
+        child.handle = subagent
+        child.orphaned = False
         child.registry = registry
         child.subagent = subagent
         child.owner = subagent.id

@@ -521,8 +521,11 @@ class Subagent(Faces, Emitters, RunAccessors):
         (`Subagents.close_plain`), else the event, through the object path.
         """
         pipeline = self._closing(warn=warn)
-        if pipeline is None:
-            return
+        if pipeline is not None:
+            self._close(pipeline, event, quietly)
+
+    def _close(self, pipeline: Pipeline, event: ev.BaseEvent | None, quietly: bool) -> None:
+        """`_end` once the invocation is marked ended: the events, then the scope's state."""
         sid: str = self._id  # type: ignore[assignment]  # started: it has an id
         lock = pipeline.lock
         lock.acquire()
@@ -564,7 +567,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         ):
             self._token = None
         if not self._depth:  # no `with` block still needs the frame to leave it
-            self._release()
+            self._frame = None  # `_release`, inlined
 
     def _release(self) -> None:
         """
@@ -636,8 +639,15 @@ class Subagent(Faces, Emitters, RunAccessors):
             return
         sid = self._id or ""
         if exc is None:
-            payload = None if result is None else result_form(result, self._spec.name)
-            self._end(None if payload is None else _subagent_finished(sid, payload), warn=False)
+            pipeline = self._pipeline
+            if pipeline is not None:  # started (`_closing` raises otherwise)
+                payload = None if result is None else result_form(result, self._spec.name)
+                self._ended = True
+                self._close(
+                    pipeline, None if payload is None else _subagent_finished(sid, payload), False
+                )
+                return
+            self._end(None, warn=False)
             return
         interrupts = interrupts_of(exc)
         if interrupts and self._pipeline is not None:
