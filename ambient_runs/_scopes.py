@@ -123,8 +123,12 @@ class Frame:
         child.orphaned = False
         return child
 
-    def with_subagent(self, subagent: Subagent, registry: Registry) -> Frame:
-        """Return a frame attributed to *subagent* (its open handles: *registry*), no step."""
+    def with_subagent(self, subagent: Subagent, registry: Registry, owner: str) -> Frame:
+        """
+        Return a frame attributed to *subagent*, whose id is *owner*, no step.
+
+        *registry*: where the handles opened in it are registered.
+        """
         child = _new_frame(Frame)  # `_child`, inlined: every subagent invocation makes one
         child.run = self.run
         child.pipeline = self.pipeline
@@ -133,7 +137,7 @@ class Frame:
         child.orphaned = False
         child.registry = registry
         child.subagent = subagent
-        child.owner = subagent.id
+        child.owner = owner
         child.step = None
         return child
 

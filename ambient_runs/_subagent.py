@@ -163,7 +163,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
         """A fresh invocation started in *parent* (one decorated call): its frame."""
         frames = self._frames
         invocation: Subagent = _new(Subagent)
-        invocation._setup(self)
+        invocation._spec = self  # `_announce` sets the rest: no `_setup`
         return invocation._announce(parent, self._frames_of() if frames is None else frames)
 
     def _frames_of(self) -> tuple[str, ...]:
@@ -292,7 +292,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         "_ended",
         "_frame",
         "_id",
-        "_json",
+        "_n",
         "_pipeline",
         "_registry",
         "_run",
@@ -335,8 +335,8 @@ class Subagent(Faces, Emitters, RunAccessors):
     def _setup(self, spec: SubagentSpec) -> None:
         self._spec = spec
         self._id: str | None = spec.id
-        #: The JSON of `_id`, escaped once: made when the byte path mints it, or first used.
-        self._json: str | None = None
+        #: The *n* of `_id` when the byte path minted it (``<run id>-sub-<n>``), else 0.
+        self._n = 0
         self._pipeline: Pipeline | None = None
         self._run: Run | None = None
         self._frame: Frame | None = None
@@ -429,14 +429,19 @@ class Subagent(Faces, Emitters, RunAccessors):
         pipeline = self._pipeline = parent.pipeline
         self._run = parent.run
         self._started = True
+        self._ended = False
+        self._depth = 0
+        self._token = None
         owner = parent.owner
         host = parent.subagent
         # An orphan (started in a subagent that has ended) joins the nearest open scope.
         registry = self._registry = (
             parent.registry if host is None or not host._ended else parent.open_registry()
         )
-        children = self._children
-        sid = self._id
+        children: Registry = {}
+        self._children = children
+        sid = self._id = spec.id
+        self._n = 0
         lock = pipeline.lock
         lock.acquire()
         try:
@@ -444,21 +449,24 @@ class Subagent(Faces, Emitters, RunAccessors):
             frames = pipeline.frames
             if pieces and sid is None and frames is not None:
                 n = next(pipeline.subagent_numbers)
-                sid = self._id = f"{pipeline.run_id}-sub-{n}"
+                run_id = pipeline.run_id
+                sid = self._id = f"{run_id}-sub-{n}"
                 head = pipeline.subagent_prefix or _id_prefix(pipeline)
-                mine = self._json = f'{head}{n}"'
                 if host is None:
-                    data = f"{pieces[0]}{mine}{pieces[1]}".encode()
+                    data = f'{pieces[0]}{head}{n}"{pieces[1]}'.encode()
+                elif host._n:  # minted here too: its JSON is the same prefix and its number
+                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{head}{host._n}"{pieces[4]}'.encode()
                 else:
-                    theirs = host._json or host._json_now()
-                    data = f"{pieces[2]}{mine}{pieces[3]}{theirs}{pieces[4]}".encode()
+                    theirs = _encode_str(owner or "")
+                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{theirs}{pieces[4]}'.encode()
                 view = pipeline.subagent_view
-                if view is None or view.open_minted(sid, n, owner, pipeline.run_id):
+                if view is None or view.open_minted(sid, n, owner, run_id):
                     frames(data)
+                    self._n = n
                     framed = True
             if sid is None:
                 sid = self._id = pipeline.new_subagent_run_id()
-            frame = self._frame = parent.with_subagent(self, children)
+            frame = self._frame = parent.with_subagent(self, children, sid)
             if not framed:
                 pipeline.send(
                     _subagent_started(
@@ -475,11 +483,6 @@ class Subagent(Faces, Emitters, RunAccessors):
         finally:
             lock.release()
         return frame
-
-    def _json_now(self) -> str:
-        """The JSON of this started invocation's id, escaped now and kept (`_json`)."""
-        found = self._json = _encode_str(self._id or "")
-        return found
 
     def start(self) -> Self:
         """
@@ -537,9 +540,14 @@ class Subagent(Faces, Emitters, RunAccessors):
                 frames = pipeline.frames
                 data = None
                 if frames is not None:
+                    n = self._n
                     try:
-                        mine = self._json or self._json_now()
-                        data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
+                        if n:
+                            head = pipeline.subagent_prefix
+                            data = f'{_FINISHED_HEAD}{head}{n}"{_FINISHED_TAIL}'.encode()
+                        else:
+                            mine = _encode_str(sid)
+                            data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
                     except UnicodeEncodeError:  # an id a transformer hid from the checks
                         data = None
                 view = pipeline.subagent_view

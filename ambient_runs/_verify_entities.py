@@ -743,8 +743,12 @@ class Subagents(Group):
         if self.above is not None:
             self._gather()
         self.next_id = None  # spelled out again by the next SUBAGENT_STARTED that needs it
-        if parent is not None and self.strict:
-            self.owned.own(parent, "subagent", sid)
+        if parent is not None and self.strict:  # `Owned.own`, inlined
+            owned = self.owned
+            ledger = owned.get(parent)
+            if ledger is None:
+                ledger = owned[parent] = {}
+            ledger["subagent", sid] = None
         return True
 
     def close_plain(self, sid: str) -> bool:
@@ -761,11 +765,15 @@ class Subagents(Group):
             return False
         if self.strict:
             owned = self.owned
-            if owned.get(sid):
+            ledger = owned.get(sid)
+            if ledger:
                 return False
-            owned.pop(sid, None)  # its ledger: nothing reads it once it has ended
-            if parent is not None:
-                owned.disown(parent, "subagent", sid)
+            if ledger is not None:
+                del owned[sid]  # its ledger: nothing reads it once it has ended
+            if parent is not None:  # `Owned.disown`, inlined
+                ledger = owned.get(parent)
+                if ledger is not None:
+                    ledger.pop(("subagent", sid), None)
         del self.active[sid]
         return True
 
