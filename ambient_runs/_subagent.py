@@ -159,12 +159,88 @@ class SubagentSpec(SpecFaces["Subagent"]):
         """A fresh invocation of this spec, not started yet."""
         return Subagent._of(self)
 
-    def _start(self, parent: Frame) -> Frame:
-        """A fresh invocation started in *parent* (one decorated call): its frame."""
-        frames = self._frames
-        invocation: Subagent = _new(Subagent)
-        invocation._spec = self  # `_announce` sets the rest: no `_setup`
-        return invocation._announce(parent, self._frames_of() if frames is None else frames)
+    def _start(self, parent: Frame, invocation: Subagent | None = None) -> Frame:
+        """
+        Start an invocation of this spec in *parent*: send SUBAGENT_STARTED, open its scope.
+
+        Returns its frame (whose ``handle`` is the invocation). A fresh
+        invocation (one decorated call) unless *invocation*, not started yet,
+        is given (`Subagent._begin`).
+
+        A decorated call takes the byte path: on a stream consumed as SSE
+        (`Pipeline.frames`), the announcement is one string, the spec's pieces
+        (`_frames_of`) around the new id's JSON (and its parent's), which are
+        the run's escaped prefix and the number, encoded once. Verified by
+        construction, under the lock: the run is active (`frames` is cleared
+        when it finishes), and the verifier's subagents accept and record it
+        (`Subagents.open_minted`: the id is the next one minted, the parent
+        active); otherwise the event goes the object path, which says why.
+        """
+        if invocation is None:
+            invocation = _new(Subagent)
+            invocation._spec = self  # the rest is set here: no `_setup`
+            pieces = self._frames
+            if pieces is None:
+                pieces = self._frames_of()
+        else:
+            pieces = ()
+        pipeline = invocation._pipeline = parent.pipeline
+        invocation._run = parent.run
+        invocation._started = True
+        invocation._ended = False
+        invocation._depth = 0
+        invocation._token = None
+        owner = parent.owner
+        host = parent.subagent
+        # An orphan (started in a subagent that has ended) joins the nearest open scope.
+        registry = invocation._registry = (
+            parent.registry if host is None or not host._ended else parent.open_registry()
+        )
+        children: Registry = {}
+        invocation._children = children
+        sid = invocation._id = self.id
+        invocation._n = 0
+        lock = pipeline.lock
+        lock.acquire()
+        try:
+            framed = False
+            frames = pipeline.frames
+            if pieces and sid is None and frames is not None:
+                n = next(pipeline.subagent_numbers)
+                run_id = pipeline.run_id
+                sid = invocation._id = f"{run_id}-sub-{n}"
+                head = pipeline.subagent_prefix or _id_prefix(pipeline)
+                if host is None:
+                    data = f'{pieces[0]}{head}{n}"{pieces[1]}'.encode()
+                elif host._n:  # minted here too: its JSON is the same prefix and its number
+                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{head}{host._n}"{pieces[4]}'.encode()
+                else:
+                    theirs = _encode_str(owner or "")
+                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{theirs}{pieces[4]}'.encode()
+                view = pipeline.subagent_view
+                if view is None or view.open_minted(sid, n, owner, run_id):
+                    frames(data)
+                    invocation._n = n
+                    framed = True
+            if sid is None:
+                sid = invocation._id = pipeline.new_subagent_run_id()
+            frame = invocation._frame = parent.with_subagent(invocation, children, sid)
+            if not framed:
+                pipeline.send(
+                    _subagent_started(
+                        sid,
+                        self.name,
+                        self.description,
+                        self.parent_subagent_run_id or owner,
+                        self.parent_tool_call_id,
+                        self.parent_message_id,
+                    )
+                )
+            registry[id(invocation)] = invocation
+            pipeline.scopes.setdefault(sid, children)
+        finally:
+            lock.release()
+        return frame
 
     def _frames_of(self) -> tuple[str, ...]:
         """
@@ -410,79 +486,7 @@ class Subagent(Faces, Emitters, RunAccessors):
                 stacklevel=3,
             )
             return self._frame
-        return self._announce(parent, ())
-
-    def _announce(self, parent: Frame, pieces: tuple[str, ...]) -> Frame:
-        """
-        Send SUBAGENT_STARTED in *parent* and open the scope; return its frame.
-
-        *pieces* (`SubagentSpec._frames_of`, () for none) let a decorated
-        call take the byte path: on a stream consumed as SSE (`Pipeline.frames`),
-        the announcement is one string, the new id's JSON (and its parent's,
-        each escaped once) between the spec's pieces, encoded once. Verified by
-        construction, under the lock: the run is active (`frames` is cleared
-        when it finishes), and the verifier's subagents accept and record it
-        (`Subagents.open_minted`: the id is the next one minted, the parent
-        active); otherwise the event goes the object path, which says why.
-        """
-        spec = self._spec
-        pipeline = self._pipeline = parent.pipeline
-        self._run = parent.run
-        self._started = True
-        self._ended = False
-        self._depth = 0
-        self._token = None
-        owner = parent.owner
-        host = parent.subagent
-        # An orphan (started in a subagent that has ended) joins the nearest open scope.
-        registry = self._registry = (
-            parent.registry if host is None or not host._ended else parent.open_registry()
-        )
-        children: Registry = {}
-        self._children = children
-        sid = self._id = spec.id
-        self._n = 0
-        lock = pipeline.lock
-        lock.acquire()
-        try:
-            framed = False
-            frames = pipeline.frames
-            if pieces and sid is None and frames is not None:
-                n = next(pipeline.subagent_numbers)
-                run_id = pipeline.run_id
-                sid = self._id = f"{run_id}-sub-{n}"
-                head = pipeline.subagent_prefix or _id_prefix(pipeline)
-                if host is None:
-                    data = f'{pieces[0]}{head}{n}"{pieces[1]}'.encode()
-                elif host._n:  # minted here too: its JSON is the same prefix and its number
-                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{head}{host._n}"{pieces[4]}'.encode()
-                else:
-                    theirs = _encode_str(owner or "")
-                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{theirs}{pieces[4]}'.encode()
-                view = pipeline.subagent_view
-                if view is None or view.open_minted(sid, n, owner, run_id):
-                    frames(data)
-                    self._n = n
-                    framed = True
-            if sid is None:
-                sid = self._id = pipeline.new_subagent_run_id()
-            frame = self._frame = parent.with_subagent(self, children, sid)
-            if not framed:
-                pipeline.send(
-                    _subagent_started(
-                        sid,
-                        spec.name,
-                        spec.description,
-                        spec.parent_subagent_run_id or owner,
-                        spec.parent_tool_call_id,
-                        spec.parent_message_id,
-                    )
-                )
-            registry[id(self)] = self
-            pipeline.scopes.setdefault(sid, children)
-        finally:
-            lock.release()
-        return frame
+        return self._spec._start(parent, self)
 
     def start(self) -> Self:
         """
@@ -519,7 +523,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         Close what the invocation left open, then send *event* and close its scope.
 
         *event* None is a plain ``SUBAGENT_FINISHED`` (success, no result): on
-        the byte path (see `_announce`) one string, its id's JSON between two
+        the byte path (see `SubagentSpec._start`) one string, its id's JSON between two
         fixed pieces, once the verifier's subagents accept and record it
         (`Subagents.close_plain`), else the event, through the object path.
         """
