@@ -731,24 +731,23 @@ class Subagents(Group):
         *parent* is active. Returns False, changing nothing, otherwise (the
         caller sends the event for the generic check, which says why).
         """
-        active = self.active
-        if (
-            n != self.upto + 1
-            or run_id != self.run_id
-            or (parent is not None and parent not in active)
-        ):
+        if n != self.upto + 1 or run_id != self.run_id:
             return False
+        active = self.active
+        if parent is not None:
+            if parent not in active:
+                return False
+            if self.strict:  # `Owned.own`, inlined
+                owned = self.owned
+                ledger = owned.get(parent)
+                if ledger is None:
+                    ledger = owned[parent] = {}
+                ledger["subagent", sid] = None
         active[sid] = parent
         self.upto = n
         if self.above is not None:
             self._gather()
         self.next_id = None  # spelled out again by the next SUBAGENT_STARTED that needs it
-        if parent is not None and self.strict:  # `Owned.own`, inlined
-            owned = self.owned
-            ledger = owned.get(parent)
-            if ledger is None:
-                ledger = owned[parent] = {}
-            ledger["subagent", sid] = None
         return True
 
     def close_plain(self, sid: str) -> bool:
@@ -759,9 +758,12 @@ class Subagents(Group):
         active, streams no chunk lane, and (strict) owns nothing still open.
         Returns False, changing nothing, otherwise.
         """
+        active = self.active
+        parent = active.get(sid, MISSING)
+        if parent is MISSING:
+            return False
         lanes = self.lanes.by_owner
-        parent = self.active.get(sid, MISSING)
-        if parent is MISSING or (lanes and sid in lanes):
+        if lanes and sid in lanes:
             return False
         if self.strict:
             owned = self.owned
@@ -774,7 +776,7 @@ class Subagents(Group):
                 ledger = owned.get(parent)
                 if ledger is not None:
                     ledger.pop(("subagent", sid), None)
-        del self.active[sid]
+        del active[sid]
         return True
 
     def check_close(self, event: ev.SubagentFinishedEvent | ev.SubagentErrorEvent) -> Found:
