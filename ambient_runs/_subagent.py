@@ -224,7 +224,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
                     framed = True
             if sid is None:
                 sid = invocation._id = pipeline.new_subagent_run_id()
-            frame = invocation._frame = parent.with_subagent(invocation, children, sid)
+            frame = invocation._frame = parent.child(invocation, children, invocation, sid, None)
             if not framed:
                 pipeline.send(
                     _subagent_started(
