@@ -47,10 +47,17 @@ _log = logging.getLogger("ambient_runs")
 
 
 class _Invocation(Protocol):
-    """What `decorate` needs of an invocation: open in a frame, close the way the body ended."""
+    """What a decorated call needs of its invocation, its frame's ``handle``: an ending."""
 
-    def _begin(self, parent: _scopes.Frame) -> _scopes.Frame: ...
     def _finish(self, exc: BaseException | None, result: Any = None) -> None: ...
+
+
+Start = Callable[[_scopes.Frame], _scopes.Frame]
+"""
+Start a fresh invocation in a parent frame, for one call: its frame (``handle``: the invocation).
+
+What a spec hands `decorate` (``SpecFaces._start``).
+"""
 
 
 def _factory_code(factory: Callable[[Any], Any], probe: Any) -> Any:
@@ -71,81 +78,83 @@ _CONTEXTMANAGER_CODE = _factory_code(contextlib.contextmanager, _probe)
 _ASYNCCONTEXTMANAGER_CODE = _factory_code(contextlib.asynccontextmanager, _aprobe)
 
 
-def decorate(fn: Any, make: Callable[[], Any]) -> Any:
-    """Wrap *fn* so that each call runs inside a fresh invocation from *make*."""
+def decorate(fn: Any, start: Start) -> Any:
+    """Wrap *fn* so that each call runs inside a fresh invocation, started by *start*."""
     code = getattr(fn, "__code__", None)
     if code is _CONTEXTMANAGER_CODE or code is _ASYNCCONTEXTMANAGER_CODE:
-        return _decorate_context_manager(fn, make)
+        return _decorate_context_manager(fn, start)
     if inspect.isasyncgenfunction(fn):
-        return _decorate_async_generator(fn, make)
+        return _decorate_async_generator(fn, start)
     if inspect.isgeneratorfunction(fn):
-        return _decorate_generator(fn, make)
+        return _decorate_generator(fn, start)
     if inspect.iscoroutinefunction(fn):
-        return _decorate_coroutine(fn, make)
-    return _decorate_function(fn, make)
+        return _decorate_coroutine(fn, start)
+    return _decorate_function(fn, start)
 
 
-def _decorate_function(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
+def _failed(token: Any, frame: _scopes.Frame, exc: BaseException) -> None:
+    """The body of a call raised *exc*: leave its scope, and end it the way it ended."""
+    _scopes.leave(token, frame, "scope")
+    safely(frame.handle._finish, exc)
+
+
+def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
         if parent is None:
             return fn(*args, **kwargs)
-        invocation = make()
-        frame = invocation._begin(parent)
+        frame = start(parent)
         token = _scopes.enter(frame)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            _scopes.leave(token, frame, "scope")
-            safely(invocation._finish, exc)
+            _failed(token, frame, exc)
             raise
         _scopes.leave(token, frame, "scope")
-        invocation._finish(None, result)
+        frame.handle._finish(None, result)
         return result
 
     return wrapper
 
 
-def _decorate_coroutine(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
+def _decorate_coroutine(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
         if parent is None:
             return await fn(*args, **kwargs)
-        invocation = make()
-        frame = invocation._begin(parent)
+        frame = start(parent)
         token = _scopes.enter(frame)
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            _scopes.leave(token, frame, "scope")
-            safely(invocation._finish, exc)
+            _failed(token, frame, exc)
             raise
         _scopes.leave(token, frame, "scope")
-        invocation._finish(None, result)
+        frame.handle._finish(None, result)
         return result
 
     return wrapper
 
 
-def _decorate_generator(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
+def _decorate_generator(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
         inner = fn(*args, **kwargs)
         if parent is None:
             return inner
-        return _scoped_generator(make, parent, inner)
+        return _scoped_generator(start, parent, inner)
 
     return wrapper
 
 
 def _scoped_generator(
-    make: Callable[[], _Invocation], parent: _scopes.Frame, inner: Generator[Any, Any, Any]
+    start: Start, parent: _scopes.Frame, inner: Generator[Any, Any, Any]
 ) -> Generator[Any, Any, Any]:
-    invocation = make()
-    frame = invocation._begin(parent)
+    frame = start(parent)
+    invocation: _Invocation = frame.handle
     resume: Callable[[Any], Any] = inner.send
     value: Any = None
     try:
@@ -206,14 +215,14 @@ def _dropped_cleanup() -> None:
     )
 
 
-def _decorate_async_generator(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
+def _decorate_async_generator(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         parent = _scopes.current()
         inner = fn(*args, **kwargs)
         if parent is None:
             return inner
-        return _scoped_async_generator(make, parent, inner)
+        return _scoped_async_generator(start, parent, inner)
 
     return wrapper
 
@@ -227,10 +236,10 @@ async def _resume_within(frame: _scopes.Frame, awaitable: Any) -> Any:
 
 
 async def _scoped_async_generator(
-    make: Callable[[], _Invocation], parent: _scopes.Frame, inner: AsyncGenerator[Any, Any]
+    start: Start, parent: _scopes.Frame, inner: AsyncGenerator[Any, Any]
 ) -> AsyncGenerator[Any, Any]:
-    invocation = make()
-    frame = invocation._begin(parent)
+    frame = start(parent)
+    invocation: _Invocation = frame.handle
     throw: BaseException | None = None
     value: Any = None
     try:
@@ -264,10 +273,10 @@ async def _scoped_async_generator(
     invocation._finish(None)
 
 
-def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Invocation]) -> Any:
+def _decorate_context_manager(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _ScopedContextManager(make, fn(*args, **kwargs))
+        return _ScopedContextManager(start, fn(*args, **kwargs))
 
     return wrapper
 
@@ -275,10 +284,10 @@ def _decorate_context_manager(fn: Callable[..., Any], make: Callable[[], _Invoca
 class _ScopedContextManager:
     """A context manager run inside a fresh scope, ``with`` block included."""
 
-    __slots__ = ("_frame", "_inner", "_invocation", "_make", "_token")
+    __slots__ = ("_frame", "_inner", "_invocation", "_start", "_token")
 
-    def __init__(self, make: Callable[[], _Invocation], inner: Any) -> None:
-        self._make = make
+    def __init__(self, start: Start, inner: Any) -> None:
+        self._start = start
         self._inner = inner
         self._invocation: _Invocation | None = None
         self._frame: _scopes.Frame | None = None
@@ -288,9 +297,9 @@ class _ScopedContextManager:
         parent = _scopes.current()
         if parent is None:
             return False
-        self._invocation = self._make()
-        self._frame = self._invocation._begin(parent)
-        self._token = _scopes.enter(self._frame)
+        frame = self._frame = self._start(parent)
+        self._invocation = frame.handle
+        self._token = _scopes.enter(frame)
         return True
 
     def _close(self, exc: BaseException | None) -> None:

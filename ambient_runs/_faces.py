@@ -148,7 +148,15 @@ class SpecFaces(Generic[Invocation]):
         """Start a fresh invocation and return it (see the invocation's ``start``)."""
         return self.invocation().start()
 
+    def _start(self, parent: Frame) -> Frame:
+        """
+        Start a fresh invocation in *parent*, for one decorated call: its frame.
+
+        The frame's ``handle`` is the invocation. A spec may do it faster.
+        """
+        return self.invocation()._begin(parent)
+
     def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Decorate *fn*: each call runs inside a fresh invocation of this spec."""
-        decorated: Callable[P, R] = decorate(fn, self.invocation)
+        decorated: Callable[P, R] = decorate(fn, self._start)
         return decorated

@@ -156,6 +156,9 @@ class Pipeline:
         "run_id",
         "scopes",
         "state",
+        "subagent_numbers",
+        "subagent_prefix",
+        "subagent_view",
         "terminal",
         "usage",
     )
@@ -213,6 +216,14 @@ class Pipeline:
         #: The verifier's text messages (``_verify_entities.Messages``), which the byte
         #: path reads to verify a delta by construction; None when nothing verifies.
         self.content_view: Any = None
+        # The byte path of subagents (``_subagent``): a decorated call's two frames.
+        #: The numbers of the ids `new_subagent_run_id` mints (``<run id>-sub-<n>``).
+        self.subagent_numbers = self._subagent_ids
+        #: The JSON of ``"<run id>-sub-``, made by the first call that uses it (None before).
+        self.subagent_prefix: str | None = None
+        #: The verifier's subagents (``_verify_entities.Subagents``), kept by construction
+        #: on the byte path; None when nothing verifies.
+        self.subagent_view: Any = None
 
     # ------------------------------------------------------------------ the path of an event
 

@@ -257,6 +257,7 @@ class Run(Emitters, RunAccessors):
             self.pipeline.history = History(before)
         if verifier is not None:
             self.pipeline.content_view = verifier.content_view()
+            self.pipeline.subagent_view = verifier.subagent_view()
         #: What clients learn of exceptions (*expose_errors*, *describe_error*).
         self.error_policy = ErrorPolicy(expose_errors, describe_error)
         self.pipeline.error_policy = self.error_policy

@@ -68,7 +68,7 @@ class Frame:
     What is ambient at one point of the program: a run, a subagent, a step.
 
     Immutable by convention (slots, no setters); build a new one with
-    `with_subagent` or `with_step`. A frame knows the frame it was entered
+    `child` or `with_step`. A frame knows the frame it was entered
     from (*parent*) and the handle whose end ends it (*handle*: a subagent or a
     step invocation; None for the run's root frame), so `leave` can tell a live
     frame from a dead one. The one mutable bit, *orphaned*, records that the
@@ -114,32 +114,36 @@ class Frame:
         self.handle = None
         self.orphaned = False
 
-    def _child(self, handle: Any) -> Frame:
+    def child(
+        self,
+        handle: Any,
+        registry: Registry,
+        subagent: Subagent | None,
+        owner: str | None,
+        step: str | None,
+    ) -> Frame:
+        """
+        Return a frame entered from this one, which *handle*'s end ends.
+
+        Attributed to *subagent*, whose id is *owner*, in *step*; the handles
+        opened in it are registered in *registry*. One call builds it: every
+        subagent invocation makes one (`with_step` for a step).
+        """
         child = _new_frame(Frame)
         child.run = self.run
         child.pipeline = self.pipeline
+        child.registry = registry
+        child.subagent = subagent
+        child.owner = owner
+        child.step = step
         child.parent = self
         child.handle = handle
         child.orphaned = False
         return child
 
-    def with_subagent(self, subagent: Subagent, registry: Registry) -> Frame:
-        """Return a frame attributed to *subagent* (its open handles: *registry*), no step."""
-        child = self._child(subagent)
-        child.registry = registry
-        child.subagent = subagent
-        child.owner = subagent.id
-        child.step = None
-        return child
-
     def with_step(self, step: str, handle: Any = None) -> Frame:
         """Return this frame with *step* as the current step (*handle*: the `Step`)."""
-        child = self._child(handle)
-        child.registry = self.registry
-        child.subagent = self.subagent
-        child.owner = self.owner
-        child.step = step
-        return child
+        return self.child(handle, self.registry, self.subagent, self.owner, step)
 
     def open_registry(self) -> Registry:
         """

@@ -14,6 +14,7 @@ spec and its own lifecycle: started, ended, its frame and its open handles.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -33,6 +34,7 @@ from ambient_runs._outcomes import (
     subagent_ending,
 )
 from ambient_runs._step import Step
+from ambient_runs._wire import frame_pieces
 from ambient_runs.errors import (
     HandleClosedError,
     HandleWarning,
@@ -65,6 +67,29 @@ _subagent_started = ev.unchecked(
 )
 _subagent_finished = ev.unchecked(ev.SubagentFinishedEvent, "subagent_run_id", "result")
 
+#: The stdlib's C string encoder, the one the framed encoders use for every string.
+_encode_str = json.encoder.encode_basestring
+
+
+def _pieces(event: ev.BaseEvent, *fields: str) -> tuple[str, ...]:
+    """The byte path's frame of *event* around the JSON of *fields* (see `frame_pieces`)."""
+    pieces = frame_pieces(event, fields, "data: ", "\n\n")
+    if pieces is None:  # pragma: no cover - the event classes' writers are fixed
+        msg = f"{type(event).__name__} has no frame template around {fields}"
+        raise TypeError(msg)
+    return pieces
+
+
+#: A plain SUBAGENT_FINISHED's frame around its id's JSON, the same for every invocation.
+_FINISHED_HEAD, _FINISHED_TAIL = _pieces(_subagent_finished("-", None), "subagent_run_id")
+
+
+def _id_prefix(pipeline: Pipeline) -> str:
+    """The JSON of ``"<run id>-sub-``: a minted id's JSON is it, the number and a quote."""
+    prefix = pipeline.subagent_prefix = _encode_str(f"{pipeline.run_id}-sub-")[:-1]
+    return prefix
+
+
 _OPTIONAL_TEXT = (
     "description",
     "id",
@@ -96,6 +121,9 @@ class SubagentSpec(SpecFaces["Subagent"]):
     parent_message_id: str | None = None
     parent_subagent_run_id: str | None = None
     parent: Frame | None = attrs.field(default=None, repr=False, eq=False)
+    #: The byte path's pieces of SUBAGENT_STARTED (`_frames_of`): None until a decorated
+    #: call first needs them, () when this spec has none (a fixed id or parent).
+    _frames: tuple[str, ...] | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -130,6 +158,114 @@ class SubagentSpec(SpecFaces["Subagent"]):
     def invocation(self) -> Subagent:
         """A fresh invocation of this spec, not started yet."""
         return Subagent._of(self)
+
+    def _start(self, parent: Frame, invocation: Subagent | None = None) -> Frame:
+        """
+        Start an invocation of this spec in *parent*: send SUBAGENT_STARTED, open its scope.
+
+        Returns its frame (whose ``handle`` is the invocation). A fresh
+        invocation (one decorated call) unless *invocation*, not started yet,
+        is given (`Subagent._begin`).
+
+        A decorated call takes the byte path: on a stream consumed as SSE
+        (`Pipeline.frames`), the announcement is one string, the spec's pieces
+        (`_frames_of`) around the new id's JSON (and its parent's), which are
+        the run's escaped prefix and the number, encoded once. Verified by
+        construction, under the lock: the run is active (`frames` is cleared
+        when it finishes), and the verifier's subagents accept and record it
+        (`Subagents.open_minted`: the id is the next one minted, the parent
+        active); otherwise the event goes the object path, which says why.
+        """
+        if invocation is None:
+            invocation = _new(Subagent)
+            invocation._spec = self  # the rest is set here: no `_setup`
+            pieces = self._frames
+            if pieces is None:
+                pieces = self._frames_of()
+        else:
+            pieces = ()
+        pipeline = invocation._pipeline = parent.pipeline
+        invocation._run = parent.run
+        invocation._started = True
+        invocation._ended = False
+        invocation._depth = 0
+        invocation._token = None
+        owner = parent.owner
+        host = parent.subagent
+        # An orphan (started in a subagent that has ended) joins the nearest open scope.
+        registry = invocation._registry = (
+            parent.registry if host is None or not host._ended else parent.open_registry()
+        )
+        children: Registry = {}
+        invocation._children = children
+        sid = invocation._id = self.id
+        invocation._n = 0
+        lock = pipeline.lock
+        lock.acquire()
+        try:
+            framed = False
+            frames = pipeline.frames
+            if pieces and sid is None and frames is not None:
+                n = next(pipeline.subagent_numbers)
+                run_id = pipeline.run_id
+                sid = invocation._id = f"{run_id}-sub-{n}"
+                head = pipeline.subagent_prefix or _id_prefix(pipeline)
+                if host is None:
+                    data = f'{pieces[0]}{head}{n}"{pieces[1]}'.encode()
+                elif host._n:  # minted here too: its JSON is the same prefix and its number
+                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{head}{host._n}"{pieces[4]}'.encode()
+                else:
+                    theirs = _encode_str(owner or "")
+                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{theirs}{pieces[4]}'.encode()
+                view = pipeline.subagent_view
+                if view is None or view.open_minted(sid, n, owner, run_id):
+                    frames(data)
+                    invocation._n = n
+                    framed = True
+            if sid is None:
+                sid = invocation._id = pipeline.new_subagent_run_id()
+            frame = invocation._frame = parent.child(invocation, children, invocation, sid, None)
+            if not framed:
+                pipeline.send(
+                    _subagent_started(
+                        sid,
+                        self.name,
+                        self.description,
+                        self.parent_subagent_run_id or owner,
+                        self.parent_tool_call_id,
+                        self.parent_message_id,
+                    )
+                )
+            registry[id(invocation)] = invocation
+            pipeline.scopes.setdefault(sid, children)
+        finally:
+            lock.release()
+        return frame
+
+    def _frames_of(self) -> tuple[str, ...]:
+        """
+        Make the byte path's pieces of this spec's SUBAGENT_STARTED, once per spec.
+
+        From the event class's one text writer (`frame_pieces`), so the name
+        and the rest are escaped here, once: ``(head, tail)`` around the new
+        id's JSON at the top level, then ``(head, middle, tail)`` around it and
+        the parent's. () when invocations cannot take the byte path: a fixed
+        id or parent (the generic checks decide), or text UTF-8 cannot carry.
+        """
+        pieces: tuple[str, ...] = ()
+        if self.id is None and self.parent_subagent_run_id is None:
+            fixed = (self.name, self.description)
+            links = (self.parent_tool_call_id, self.parent_message_id)
+            top = _pieces(_subagent_started("-", *fixed, None, *links), "subagent_run_id")
+            nested = _subagent_started("-", *fixed, "-", *links)
+            found = (*top, *_pieces(nested, "subagent_run_id", "parent_subagent_run_id"))
+            try:
+                "".join(found).encode()
+            except UnicodeEncodeError:  # a lone surrogate: the object path refuses it
+                found = ()
+            pieces = found
+        object.__setattr__(self, "_frames", pieces)
+        return pieces
 
 
 class Emitters(ContentEmitters):
@@ -232,6 +368,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         "_ended",
         "_frame",
         "_id",
+        "_n",
         "_pipeline",
         "_registry",
         "_run",
@@ -274,6 +411,8 @@ class Subagent(Faces, Emitters, RunAccessors):
     def _setup(self, spec: SubagentSpec) -> None:
         self._spec = spec
         self._id: str | None = spec.id
+        #: The *n* of `_id` when the byte path minted it (``<run id>-sub-<n>``), else 0.
+        self._n = 0
         self._pipeline: Pipeline | None = None
         self._run: Run | None = None
         self._frame: Frame | None = None
@@ -347,28 +486,7 @@ class Subagent(Faces, Emitters, RunAccessors):
                 stacklevel=3,
             )
             return self._frame
-        pipeline = self._pipeline = parent.pipeline
-        self._run = parent.run
-        sid = self._id
-        if sid is None:
-            sid = self._id = pipeline.new_subagent_run_id()
-        self._started = True
-        children = self._children
-        frame = self._frame = parent.with_subagent(self, children)
-        registry = self._registry = parent.open_registry()  # an orphan: an open scope's
-        announce = _subagent_started(
-            sid,
-            spec.name,
-            spec.description,
-            spec.parent_subagent_run_id or parent.owner,
-            spec.parent_tool_call_id,
-            spec.parent_message_id,
-        )
-        with pipeline.lock:
-            pipeline.send(announce)
-            registry[id(self)] = self
-            pipeline.scopes.setdefault(sid, children)
-        return frame
+        return self._spec._start(parent, self)
 
     def start(self) -> Self:
         """
@@ -398,20 +516,59 @@ class Subagent(Faces, Emitters, RunAccessors):
         self._ended = True
         return self._pipeline
 
-    def _end(self, event: ev.BaseEvent, *, quietly: bool = False, warn: bool = True) -> None:
+    def _end(
+        self, event: ev.BaseEvent | None, *, quietly: bool = False, warn: bool = True
+    ) -> None:
+        """
+        Close what the invocation left open, then send *event* and close its scope.
+
+        *event* None is a plain ``SUBAGENT_FINISHED`` (success, no result): on
+        the byte path (see `SubagentSpec._start`) one string, its id's JSON between two
+        fixed pieces, once the verifier's subagents accept and record it
+        (`Subagents.close_plain`), else the event, through the object path.
+        """
         pipeline = self._closing(warn=warn)
-        if pipeline is None:
-            return
-        with pipeline.lock:
+        if pipeline is not None:
+            self._close(pipeline, event, quietly)
+
+    def _close(self, pipeline: Pipeline, event: ev.BaseEvent | None, quietly: bool) -> None:
+        """`_end` once the invocation is marked ended: the events, then the scope's state."""
+        sid: str = self._id  # type: ignore[assignment]  # started: it has an id
+        lock = pipeline.lock
+        lock.acquire()
+        try:
             children = self._children
             if children:
                 pipeline.close_left_open(children, quietly=quietly)
-            pipeline.send(event)
-            if self._registry is not None:
-                self._registry.pop(id(self), None)
+            if event is None:
+                frames = pipeline.frames
+                data = None
+                if frames is not None:
+                    n = self._n
+                    try:
+                        if n:
+                            head = pipeline.subagent_prefix
+                            data = f'{_FINISHED_HEAD}{head}{n}"{_FINISHED_TAIL}'.encode()
+                        else:
+                            mine = _encode_str(sid)
+                            data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
+                    except UnicodeEncodeError:  # an id a transformer hid from the checks
+                        data = None
+                view = pipeline.subagent_view
+                if data is not None and (view is None or view.close_plain(sid)):
+                    frames(data)  # type: ignore[misc]  # not None with data
+                else:
+                    pipeline.send(_subagent_finished(sid, None))
+            else:
+                pipeline.send(event)
+            registry = self._registry
+            if registry is not None:
+                registry.pop(id(self), None)
             scopes = pipeline.scopes
-            if scopes.get(self._id) is children:
-                del scopes[self._id]
+            if scopes.get(sid) is children:
+                del scopes[sid]
+        finally:
+            lock.release()
         token = self._token
         # An explicit terminator inside the invocation's own `with` block: what
         # follows in the block belongs to the enclosing scope again.
@@ -422,7 +579,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         ):
             self._token = None
         if not self._depth:  # no `with` block still needs the frame to leave it
-            self._release()
+            self._frame = None  # `_release`, inlined
 
     def _release(self) -> None:
         """
@@ -446,7 +603,7 @@ class Subagent(Faces, Emitters, RunAccessors):
 
     def finish(self) -> None:
         """Send ``SUBAGENT_FINISHED`` with a success outcome. A second end warns."""
-        self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or ""))
+        self._end(None)
 
     def finish_with(self, result: Any) -> None:
         """
@@ -486,7 +643,7 @@ class Subagent(Faces, Emitters, RunAccessors):
                 "(finish_with(), fail())",
                 LeftOpenWarning,
             )
-        self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or ""), quietly=quietly)
+        self._end(None, quietly=quietly)
 
     def _finish(self, exc: BaseException | None, result: Any = None) -> None:
         """End the invocation the way its body ended (see the class docstring)."""
@@ -494,8 +651,15 @@ class Subagent(Faces, Emitters, RunAccessors):
             return
         sid = self._id or ""
         if exc is None:
-            payload = result_form(result, self._spec.name)
-            self._end(_subagent_finished(sid, payload), warn=False)
+            pipeline = self._pipeline
+            if pipeline is not None:  # started (`_closing` raises otherwise)
+                payload = None if result is None else result_form(result, self._spec.name)
+                self._ended = True
+                self._close(
+                    pipeline, None if payload is None else _subagent_finished(sid, payload), False
+                )
+                return
+            self._end(None, warn=False)
             return
         interrupts = interrupts_of(exc)
         if interrupts and self._pipeline is not None:

@@ -630,7 +630,8 @@ class Subagents(Group):
         self.run_id = ""  # minted ids are f"{run_id}-sub-{n}"; set by `begin`
         self.upto = 0  # minted numbers 1..upto have all started in this run
         self.above: set[int] | None = None  # minted numbers > upto + 1 started (lazily)
-        self.next_id: str | None = None  # the minted id numbered upto + 1, once upto > 0
+        # The minted id numbered upto + 1, once upto > 0, unless the byte path opened the last.
+        self.next_id: str | None = None
         # Strict: (id, interruptIds) of those that finished suspended (lazily).
         self.suspended: list[tuple[str, tuple[str, ...]]] | None = None
 
@@ -656,7 +657,7 @@ class Subagents(Group):
     def known(self, sid: str) -> bool:
         """Whether *sid* has started in this run (it is active, or it ended)."""
         if sid == self.next_id:  # the common case: the next minted id has not started
-            return False
+            return False  # (None after the byte path opened one: then `number` tells)
         n = self.number(sid)
         if n:
             return n <= self.upto or (self.above is not None and n in self.above)
@@ -715,6 +716,68 @@ class Subagents(Group):
             self.started.add(sid)
         if parent is not None and self.strict:
             self.owned.own(parent, "subagent", sid)
+
+    # The byte path's two checks (``_subagent``): a decorated call's SUBAGENT_STARTED and
+    # SUBAGENT_FINISHED, accepted and applied by construction where `on_open` and
+    # `on_close` certainly would accept them, without the event objects.
+
+    def open_minted(self, sid: str, n: int, parent: Owner, run_id: str) -> bool:
+        """
+        Accept and apply SUBAGENT_STARTED of *sid*, minted as ``<run_id>-sub-<n>``, under *parent*.
+
+        Exactly when `check_open` would: *sid* is the next id of this run's
+        minted shape, so neither active nor ended (an explicit id of that shape
+        started before moves `upto` past it, or holds it in `above`), and
+        *parent* is active. Returns False, changing nothing, otherwise (the
+        caller sends the event for the generic check, which says why).
+        """
+        if n != self.upto + 1 or run_id != self.run_id:
+            return False
+        active = self.active
+        if parent is not None:
+            if parent not in active:
+                return False
+            if self.strict:  # `Owned.own`, inlined
+                owned = self.owned
+                ledger = owned.get(parent)
+                if ledger is None:
+                    ledger = owned[parent] = {}
+                ledger["subagent", sid] = None
+        active[sid] = parent
+        self.upto = n
+        if self.above is not None:
+            self._gather()
+        self.next_id = None  # spelled out again by the next SUBAGENT_STARTED that needs it
+        return True
+
+    def close_plain(self, sid: str) -> bool:
+        """
+        Accept and apply a plain SUBAGENT_FINISHED of *sid* (success, no result, no outcome).
+
+        Exactly when `on_close` would without a chunk lane to close: *sid* is
+        active, streams no chunk lane, and (strict) owns nothing still open.
+        Returns False, changing nothing, otherwise.
+        """
+        active = self.active
+        parent = active.get(sid, MISSING)
+        if parent is MISSING:
+            return False
+        lanes = self.lanes.by_owner
+        if lanes and sid in lanes:
+            return False
+        if self.strict:
+            owned = self.owned
+            ledger = owned.get(sid)
+            if ledger:
+                return False
+            if ledger is not None:
+                del owned[sid]  # its ledger: nothing reads it once it has ended
+            if parent is not None:  # `Owned.disown`, inlined
+                ledger = owned.get(parent)
+                if ledger is not None:
+                    ledger.pop(("subagent", sid), None)
+        del active[sid]
+        return True
 
     def check_close(self, event: ev.SubagentFinishedEvent | ev.SubagentErrorEvent) -> Found:
         sid = event.subagent_run_id

@@ -55,6 +55,7 @@ __all__ = (
     "check_encodable",
     "check_json",
     "encode_json",
+    "frame_pieces",
     "frame_template",
     "framed",
     "framed_encoder",
@@ -351,15 +352,36 @@ def frame_template(event: Any, field: str, before: str, after: str) -> tuple[str
     *text*: both come from the class's one text writer (`_TEXT`). None when the
     class has no text writer, or *event* needs the general path.
     """
+    pieces = frame_pieces(event, (field,), before, after)
+    return None if pieces is None else (pieces[0], pieces[1])
+
+
+def frame_pieces(
+    event: Any, fields: Sequence[str], before: str, after: str
+) -> tuple[str, ...] | None:
+    """
+    Split the frame of *event* around its string *fields*, in wire order: one piece more.
+
+    `frame_template` for several fields (a subagent's ``SUBAGENT_STARTED``
+    around its id and its parent's): the frame of *event* with each field set
+    to a JSON string ``s`` is ``pieces[0] + s[0] + pieces[1] + … + pieces[-1]``,
+    character for character. None when the class has no text writer, *event*
+    needs the general path, or *fields* are not in the order the wire writes them.
+    """
     write = _TEXT.get(type(event))
     if write is None:
         return None
-    text = write(attrs.evolve(event, **{field: _TEMPLATE_MARK}), before, after)
-    mark = json.encoder.encode_basestring(_TEMPLATE_MARK)
-    if text is None or text.count(mark) != 1:
+    marks = [_TEMPLATE_MARK if not i else f"{_TEMPLATE_MARK}{i}\x00" for i in range(len(fields))]
+    text = write(attrs.evolve(event, **dict(zip(fields, marks, strict=True))), before, after)
+    if text is None:
         return None
-    head, tail = text.split(mark)
-    return head, tail
+    pieces: list[str] = []
+    for mark in map(json.encoder.encode_basestring, marks):
+        if text.count(mark) != 1:
+            return None
+        head, text = text.split(mark)
+        pieces.append(head)
+    return (*pieces, text)
 
 
 def _fstring_literal(text: str) -> str:

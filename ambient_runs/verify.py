@@ -343,6 +343,18 @@ class Verifier:
         """
         return self._text
 
+    def subagent_view(self) -> Any:
+        """
+        The state of the run's subagents, kept by construction.
+
+        ``_verify_entities.Subagents``: the byte path of a decorated subagent
+        call (``ambient_runs._subagent``) asks its ``open_minted`` and
+        ``close_plain`` to accept and apply SUBAGENT_STARTED and
+        SUBAGENT_FINISHED exactly when `check` would, and sends the event as an
+        object, through `check`, otherwise. Package-internal.
+        """
+        return self._subagents
+
     def verify(self, events: Iterable[ev.Event]) -> tuple[Violation, ...]:
         """
         Feed every event of *events*, and collect all violations.
