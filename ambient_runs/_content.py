@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import AsyncIterable, Iterable, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ambient_runs import events as ev
@@ -25,6 +24,7 @@ from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarnin
 if TYPE_CHECKING:
     from typing import Self
 
+    from ambient_runs._outcomes import ExcInfo
     from ambient_runs._pipeline import Registry
     from ambient_runs._scopes import Frame
 
@@ -116,12 +116,7 @@ class Handle:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: *ExcInfo) -> None:
         if not self._ended:
             self.end()
 

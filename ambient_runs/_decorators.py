@@ -34,12 +34,14 @@ import functools
 import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
-from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ambient_runs import _scopes
 from ambient_runs._outcomes import safely
 from ambient_runs.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from ambient_runs._outcomes import ExcInfo
 
 __all__ = ("decorate",)
 
@@ -321,18 +323,13 @@ class _ScopedContextManager:
             self._close(exc)
             raise
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    def __exit__(self, *exc_info: *ExcInfo) -> bool:
         try:
-            suppressed = bool(self._inner.__exit__(exc_type, exc, tb))
+            suppressed = bool(self._inner.__exit__(*exc_info))
         except BaseException as error:
             self._close(error)
             raise
-        self._close(None if suppressed else exc)
+        self._close(None if suppressed else exc_info[1])
         return suppressed
 
     async def __aenter__(self) -> Any:
@@ -343,16 +340,11 @@ class _ScopedContextManager:
             self._close(exc)
             raise
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    async def __aexit__(self, *exc_info: *ExcInfo) -> bool:
         try:
-            suppressed = bool(await self._inner.__aexit__(exc_type, exc, tb))
+            suppressed = bool(await self._inner.__aexit__(*exc_info))
         except BaseException as error:
             self._close(error)
             raise
-        self._close(None if suppressed else exc)
+        self._close(None if suppressed else exc_info[1])
         return suppressed

@@ -11,7 +11,6 @@ in a fresh invocation of it, never in the one that decorated.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ambient_runs import _scopes
@@ -21,6 +20,7 @@ from ambient_runs._outcomes import safely
 if TYPE_CHECKING:
     from typing import Self
 
+    from ambient_runs._outcomes import ExcInfo
     from ambient_runs._scopes import Frame
 
 __all__ = ("Faces", "SpecFaces")
@@ -89,18 +89,14 @@ class Faces:
         self._depth = 1
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: *ExcInfo) -> None:
         self._depth -= 1
         if self._depth > 0:
             return
         if self._token is not None:
             _scopes.leave(self._token, self._started_frame(), f"{self._what} {self.name!r}")
             self._token = None
+        exc = exc_info[1]
         if exc is not None:
             safely(self._finish, exc)
         else:
@@ -111,13 +107,8 @@ class Faces:
     async def __aenter__(self) -> Self:
         return self.__enter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
+    async def __aexit__(self, *exc_info: *ExcInfo) -> None:
+        self.__exit__(*exc_info)
 
     # One signature, not an overload with an ``Any`` fallback: mypy answers ``Any`` for an
     # overloaded call whose argument mentions ``Any`` (``-> dict[str, Any]``) when two

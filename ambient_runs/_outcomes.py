@@ -13,7 +13,8 @@ import asyncio
 import logging
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -27,6 +28,7 @@ __all__ = (
     "GENERIC_MESSAGE",
     "ErrorDescriber",
     "ErrorPolicy",
+    "ExcInfo",
     "FrontendToolCalled",
     "Interrupted",
     "Resumption",
@@ -43,6 +45,14 @@ __all__ = (
     "text_of",
     "wire_text",
 )
+
+ExcInfo: TypeAlias = tuple[type[BaseException] | None, BaseException | None, TracebackType | None]
+"""
+What ``__exit__`` and ``__aexit__`` receive: ``def __exit__(self, *exc_info: *ExcInfo)``.
+
+One spelling for every context manager of the package (runs, scopes, handles);
+``exc_info[1]`` is the exception, None on a normal exit.
+"""
 
 _log = logging.getLogger("ambient_runs")
 

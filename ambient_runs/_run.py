@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ambient_runs import _scopes
@@ -38,6 +37,7 @@ from ambient_runs.errors import ProtocolError, RunCancelledError
 if TYPE_CHECKING:
     from typing import Self
 
+    from ambient_runs._outcomes import ExcInfo
     from ambient_runs.asgi import Request
 
 __all__ = ("EventLog", "Run", "Sink", "Transformer", "current_run")
@@ -494,25 +494,15 @@ class Run(Emitters, RunAccessors):
     def __enter__(self) -> Self:
         return self._enter()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        return self._exit(exc)
+    def __exit__(self, *exc_info: *ExcInfo) -> bool:
+        return self._exit(exc_info[1])
 
     # The protocol's async twin of ``with``: starting and ending a run never wait.
     async def __aenter__(self) -> Self:
         return self._enter()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        return self._exit(exc)
+    async def __aexit__(self, *exc_info: *ExcInfo) -> bool:
+        return self._exit(exc_info[1])
 
     # ------------------------------------------------------------------ cancellation
 
