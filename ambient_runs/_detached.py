@@ -36,7 +36,6 @@ import logging
 import os
 import re
 import socket
-import threading
 import time
 import urllib.parse
 import uuid
@@ -373,8 +372,6 @@ class _Owned:
         run = events.run
         self.key = (run.thread_id, run.run_id)
         self.loop = asyncio.get_running_loop()
-        self.thread = threading.get_ident()
-        self.lock = threading.Lock()
         self.pending: list[bytes] = []
         self.final = False  # the terminal event has been tapped
         self.wake = asyncio.Event()
@@ -389,7 +386,10 @@ class _Owned:
         self.end: int | None = None  # the terminal event's number, once acknowledged
         self.broken = False  # the store refused an append: followers read the store
         self.news: asyncio.Future[None] = self.loop.create_future()
-        run.add_tap(self.tap)
+        # The log takes the stream's items as they come, finished frames included
+        # (the byte path: a tap would turn it off and make every delta an object).
+        sse._as_frames(events)
+        self.left = events._keep_on_close()
 
     def start(self) -> None:
         name = f"ambient_runs detached {self.key[1]}"
@@ -408,34 +408,26 @@ class _Owned:
 
     # -------------------------------------------------------- the agent's side
 
-    def tap(self, event: ev.BaseEvent) -> None:
+    def _queue(self, items: list[ev.BaseEvent | bytes]) -> None:
         """
-        The run's tap: encode *event* and queue it for the store. Any thread.
+        Queue the stream's *items* for the store, as JSON; nothing after the terminal event.
 
-        Taps never overlap (the run calls them under its lock), and the writer
-        takes the queue on the loop's thread: a tap on that thread cannot race
-        it and needs no lock of ours; a tap from another thread (a plain agent)
-        takes the lock the writer takes, and wakes the writer through the loop.
+        A frame of the byte path is ``data: <json>\n\n`` (`sse.encode`'s bytes),
+        so its JSON is the frame without its framing; an event is encoded. On the
+        loop's thread, where the writer takes the queue too.
         """
-        data = encode_json(event)
-        if threading.get_ident() == self.thread:
-            if self.final:
-                return
-            pending = self.pending
-            pending.append(data)
-            if isinstance(event, _TERMINAL):
-                self.final = True
-            self._wake(len(pending))
+        if self.final or not items:
             return
-        with self.lock:
-            if self.final:
-                return
-            self.pending.append(data)
-            if isinstance(event, _TERMINAL):
+        pending = self.pending
+        for item in items:
+            if type(item) is bytes:
+                pending.append(item[6:-2])
+                continue
+            pending.append(encode_json(item))
+            if isinstance(item, _TERMINAL):
                 self.final = True
-            backlog = len(self.pending)
-        if not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._wake, backlog)
+                break
+        self._wake(len(pending))
 
     def _wake(self, backlog: int) -> None:
         self.wake.set()
@@ -443,29 +435,34 @@ class _Owned:
             self.room.clear()
 
     async def _drive(self) -> None:
-        """Consume the stream (which runs the agent); what the store has not taken holds it."""
-        last: ev.BaseEvent | None = None
+        """
+        Consume the stream (which runs the agent) into the log's queue.
+
+        What the store has not taken yet holds it (`room`). Stopped early (a
+        cancel), the stream is closed, which cancels the agent; what the agent
+        emitted up to its end is queued too.
+        """
         cancelled = False
         events = self.events
         try:
-            async for event in events:
-                last = event
+            while True:
+                items = await events._now()
+                if not items:
+                    break
+                self._queue(items)
                 if not self.room.is_set():
                     await self.room.wait()
         except asyncio.CancelledError:
             cancelled = True
         finally:
             await asyncio.shield(events.aclose())
+            self._queue(self.left)
+            self.left.clear()
         if not self.final:
-            # The run never sent its terminal event (it failed to start, or was
-            # cancelled before it began): the stream's own RUN_ERROR, or ours.
-            if isinstance(last, _TERMINAL):
-                self.tap(last)
-            else:
-                why = "cancelled before it started" if cancelled else "ended without finishing"
-                self.tap(ev.RunErrorEvent(message=f"the run {why}", code="cancelled"))
-
-    # -------------------------------------------------------- the store's side
+            # The run never sent its terminal event (it was cancelled before it began):
+            # the stream's own RUN_ERROR came with the rest; without one, ours.
+            why = "cancelled before it started" if cancelled else "ended without finishing"
+            self._queue([ev.RunErrorEvent(message=f"the run {why}", code="cancelled")])
 
     async def _write(self) -> None:
         """Append what the run emitted, one batch per round trip, until the terminal event."""
@@ -474,9 +471,8 @@ class _Owned:
             while True:
                 await self.wake.wait()
                 self.wake.clear()
-                with self.lock:
-                    batch, self.pending = self.pending, []
-                    final = self.final
+                batch, self.pending = self.pending, []  # both sides on the loop's thread
+                final = self.final
                 if not batch:
                     continue
                 last = await self._append(batch, final)
@@ -537,7 +533,6 @@ class _Owned:
         for task in self.tasks:
             if task is not asyncio.current_task() and task is not self.driver:
                 task.cancel()
-        self.events.run.remove_tap(self.tap)
         if not self.done.done():
             self.done.set_result(None)
 

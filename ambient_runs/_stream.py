@@ -390,7 +390,7 @@ class EventStream:
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("_agent", "_channel", "_done", "_last", "_reported", "_task", "run")
+    __slots__ = ("_agent", "_channel", "_done", "_keep", "_last", "_reported", "_task", "run")
 
     def __init__(self, agent: Agent, run: Run, channel: _Channel) -> None:
         self._agent = agent
@@ -401,6 +401,8 @@ class EventStream:
         self._last: ev.BaseEvent | None = None
         self._done = False
         self._reported = False
+        #: Where `aclose` leaves what was still buffered (`_keep_on_close`); None: dropped.
+        self._keep: list[ev.BaseEvent | bytes] | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._done else "running" if self._task is not None else "not started"
@@ -614,7 +616,23 @@ class EventStream:
         if task is not None:
             self._report(task)
         channel.note_size()
+        keep = self._keep
+        if keep is not None:  # what the agent emitted up to its end, for `_keep_on_close`'s caller
+            pop = channel.buffer.popleft
+            keep += [pop() for _ in range(len(channel.buffer))]
         channel.buffer.clear()
+
+    def _keep_on_close(self) -> list[ev.BaseEvent | bytes]:
+        """
+        Have `aclose` keep what is still buffered instead of dropping it: the list it fills.
+
+        For a consumer that must see every event even when it stops early (a
+        detached run logs the run's end, which the agent emits while it is
+        cancelled).
+        """
+        if self._keep is None:
+            self._keep = []
+        return self._keep
 
     def __del__(self) -> None:
         # Dropped without aclose (a `break` out of `async for`): cancel the agent.
