@@ -991,16 +991,7 @@ class StateTracker:
         size = _json_len(b)
         length += size - _json_len(a)
         op_chars = _REPLACE_CHARS + leaf.path_chars + size
-        merged: Any = b
-        new_spine = set()
-        keys = leaf.keys
-        last = len(containers) - 1
-        for i in range(last, -1, -1):
-            container = containers[i].copy()
-            container[keys[i]] = merged
-            merged = container
-            if i < last:
-                new_spine.add(id(merged))
+        merged, new_spine = _rebuilt(containers, leaf.keys, b)
         self._value = merged
         self._length = length
         self._spine = new_spine
@@ -1098,14 +1089,7 @@ class StateTracker:
             short = _short(b)
         # The containers on the path, rebuilt around the new leaf: a copy keeps the
         # old key order, which the pickle comparison below checks against *value*'s.
-        new_spine = set()
-        last = len(olds) - 1
-        for i in range(last, -1, -1):
-            container = olds[i].copy()
-            container[keys[i]] = merged
-            merged = container
-            if i < last:
-                new_spine.add(id(merged))
+        merged, new_spine = _rebuilt(olds, keys, merged)
         dump = self._dump
         new_bytes = dump(value)
         if not new_bytes or new_bytes != dump(merged):
@@ -1118,6 +1102,25 @@ class StateTracker:
         if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
             return ("delta", ops)
         return ("snapshot", deep_copy_json(merged))
+
+
+def _rebuilt(containers: Sequence[Any], keys: Sequence[Any], leaf: Any) -> tuple[Any, set[int]]:
+    """
+    The path's *containers* (root first) copied, with *leaf* set at the end of *keys*.
+
+    Returns the new root and the ids of the copies below it (the new spine);
+    each copy keeps its original's key order.
+    """
+    merged = leaf
+    spine: set[int] = set()
+    last = len(containers) - 1
+    for i in range(last, -1, -1):
+        container = containers[i].copy()
+        container[keys[i]] = merged
+        merged = container
+        if i < last:
+            spine.add(id(merged))
+    return merged, spine
 
 
 def _short(value: Any) -> bool:
