@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterable, Iterator
 from types import FrameType
@@ -1098,11 +1099,17 @@ class TestConstantCost:
                 count += 1
             return tracer
 
+        # No collection inside the traced call: a gc callback (hypothesis installs
+        # one) would run Python lines of its own and count them as the verifier's.
+        enabled = gc.isenabled()
+        gc.disable()
         sys.settrace(tracer)
         try:
             verifier.feed(event)
         finally:
             sys.settrace(None)
+            if enabled:
+                gc.enable()
         return count
 
     @staticmethod
