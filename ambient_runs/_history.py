@@ -48,7 +48,14 @@ from ambient_runs import events as ev
 from ambient_runs._diff import patched
 from ambient_runs._wire import to_wire
 
-__all__ = ("COMPACT_EVERY", "History", "Text", "catch_up")
+__all__ = (
+    "COMPACT_EVERY",
+    "History",
+    "Text",
+    "authoritative_activity_types",
+    "catch_up",
+    "keeps_activity",
+)
 
 #: A streamed text's pending deltas are joined into one chunk when they reach this many.
 COMPACT_EVERY = 256
@@ -187,13 +194,14 @@ def _role(entry: _Entry) -> str:
 _ABSENT: Any = object()
 
 
-def _authoritative_activity_types(metadata: Any) -> Any:
+def authoritative_activity_types(metadata: Any) -> Any:
     """
     A snapshot's ``@ag-ui/client`` ``authoritativeActivityTypes``, read as the client reads it.
 
     `_ABSENT` without one (activity messages survive a snapshot holding none);
     None: every activity type is authoritative (those omitted are dropped); a
-    list: those types are (a malformed value reads as the empty list).
+    list: those types are (a malformed value reads as the empty list). What
+    `keeps_activity` takes; *metadata* is the snapshot's, wire form or not.
     """
     if not isinstance(metadata, dict) or "@ag-ui/client" not in metadata:
         return _ABSENT
@@ -208,6 +216,23 @@ def _authoritative_activity_types(metadata: Any) -> Any:
     if isinstance(kinds, list) and all(isinstance(k, str) for k in kinds):
         return kinds
     return []
+
+
+def keeps_activity(authoritative: Any, activity_type: Any, *, snapshot_has_activity: bool) -> bool:
+    """
+    Whether a ``MESSAGES_SNAPSHOT`` that omits an activity message keeps it, as the client does.
+
+    *authoritative* is `authoritative_activity_types` of the snapshot's metadata.
+    Without the extension, an omitted activity message survives a snapshot that
+    holds no activity message; with it, it survives unless its type is one the
+    snapshot is authoritative for (None: all of them). The one rule both folds
+    of a conversation use: `History` and ``stores.RunView``.
+    """
+    if authoritative is _ABSENT:
+        return not snapshot_has_activity
+    if authoritative is None:
+        return False
+    return activity_type not in authoritative
 
 
 def _merge_metadata(fields: dict[str, Any], event: ev.BaseEvent) -> None:
@@ -561,7 +586,7 @@ class History:
     def _on_snapshot(self, event: ev.MessagesSnapshotEvent) -> None:
         incoming = {m.id: m for m in event.messages}
         roles = {m.role for m in event.messages}
-        authoritative = _authoritative_activity_types(event.metadata)
+        authoritative = authoritative_activity_types(event.metadata)
 
         def kept(entry: _Entry) -> bool:
             if entry.id in incoming:
@@ -571,13 +596,11 @@ class History:
                 return "reasoning" not in roles
             if role != "activity":
                 return False
-            if authoritative is _ABSENT:
-                return "activity" not in roles
-            if authoritative is None:
-                return False
             if isinstance(entry, _Draft):
-                return entry.fields["activity_type"] not in authoritative
-            return getattr(entry, "activity_type", None) not in authoritative
+                kind = entry.fields["activity_type"]
+            else:
+                kind = getattr(entry, "activity_type", None)
+            return keeps_activity(authoritative, kind, snapshot_has_activity="activity" in roles)
 
         merged: list[_Entry] = []
         for entry in self._entries:

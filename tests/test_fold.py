@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from _node import client_verify
 from _programs import INPUT, log_of, programs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ambient_runs as ar
+from ambient_runs import events as ev
 from ambient_runs._wire import from_wire, to_wire
 from ambient_runs.stores import RunView, prelude
 from ambient_runs.verify import Verifier
 
 INPUT_WIRE = to_wire(INPUT)
+
+#: A parameter left out.
+_MISSING = object()
 
 cases = st.tuples(programs, st.floats(0, 1), st.sampled_from(["success", "error"]))
 
@@ -130,3 +136,39 @@ class TestPrelude:
             "STATE_SNAPSHOT",
             "RUN_FINISHED",
         ]
+
+
+@pytest.mark.parametrize(
+    ("authoritative", "kept"),
+    [
+        (_MISSING, ["plan-1", "map-1"]),  # no extension: the snapshot holds no activity
+        (["plan"], ["map-1"]),
+        (None, []),  # every activity type is authoritative
+        ([], ["plan-1", "map-1"]),
+    ],
+)
+def test_a_snapshot_drops_the_activity_types_it_is_authoritative_for(
+    authoritative: Any, kept: list[str]
+) -> None:
+    """RunView (the join's fold) keeps what the client keeps, as the run's own history does."""
+    metadata = (
+        None
+        if authoritative is _MISSING
+        else {"@ag-ui/client": {"authoritativeActivityTypes": authoritative}}
+    )
+    events = [
+        ev.ActivitySnapshotEvent(message_id="plan-1", activity_type="plan", content={"n": 1}),
+        ev.ActivitySnapshotEvent(message_id="map-1", activity_type="map", content={"n": 2}),
+        ev.MessagesSnapshotEvent(
+            messages=(ev.UserMessage(id="u1", content="hi"),), metadata=metadata
+        ),
+    ]
+    run = ar.Run(INPUT, record_messages=True)
+    with run:
+        for event in events:
+            ar.emit(event)
+    view = RunView(INPUT_WIRE)
+    for event in run.events:  # the log, RUN_STARTED to RUN_FINISHED
+        view.apply(to_wire(event))
+    assert [m["id"] for m in view.messages] == [*kept, "u1"]
+    assert view.messages == [to_wire(m) for m in run.messages]

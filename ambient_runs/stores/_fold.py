@@ -45,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ambient_runs._diff import patched
+from ambient_runs._history import authoritative_activity_types, keeps_activity
 
 __all__ = ("RunView", "prelude")
 
@@ -342,13 +343,18 @@ class RunView:
         by_id = {m["id"]: m for m in incoming}
         has_activity = any(m.get("role") == "activity" for m in incoming)
         has_reasoning = any(m.get("role") == "reasoning" for m in incoming)
+        authoritative = authoritative_activity_types(event.get("metadata"))
 
         def kept(m: Json) -> bool:
+            if m["id"] in by_id:
+                return True
             role = m.get("role")
-            return (
-                m["id"] in by_id
-                or (role == "activity" and not has_activity)
-                or (role == "reasoning" and not has_reasoning)
+            if role == "reasoning":
+                return not has_reasoning
+            if role != "activity":
+                return False
+            return keeps_activity(
+                authoritative, m.get("activityType"), snapshot_has_activity=has_activity
             )
 
         messages = [by_id.get(m["id"], m) for m in self.messages if kept(m)]
