@@ -55,6 +55,28 @@ def _write_seen(message: ar.MessageHandle, delta: str, seen: list[str]) -> None:
         seen.append(f"thread:{type(error).__name__}:{getattr(error, 'rule', None)}")
 
 
+def _message_step(
+    op: int,
+    pick: int,
+    delta: str,
+    messages: list[ar.MessageHandle],
+    open_message: Callable[..., ar.MessageHandle],
+    explicit_id: str,
+) -> bool:
+    """Steps 0 to 3 of each program: open a message (every third: *explicit_id*), write, end."""
+    message = messages[pick % len(messages)] if messages else None
+    if op == 0:
+        explicit = {"id": explicit_id} if pick % 3 == 0 else {}
+        messages.append(open_message(**explicit))
+    elif op in (1, 2) and message is not None:
+        message.write(delta)
+    elif op == 3 and message is not None:
+        message.end()
+    else:
+        return False
+    return True
+
+
 async def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list[str]) -> None:
     owners: list[Any] = [run]
     messages: list[ar.MessageHandle] = []
@@ -65,14 +87,9 @@ async def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list
         owner = owners[pick % len(owners)]
         message = messages[pick % len(messages)] if messages else None
         try:
-            if op == 0:
-                explicit = {"id": f"explicit-{pick}"} if pick % 3 == 0 else {}
-                messages.append(owner.message(**explicit))
-            elif op in (1, 2) and message is not None:
-                message.write(delta)
-            elif op == 3 and message is not None:
-                message.end()
-            elif op == 4 and message is not None:
+            if _message_step(op, pick, delta, messages, owner.message, f"explicit-{pick}"):
+                continue
+            if op == 4 and message is not None:
                 end = ev.TextMessageEndEvent(message_id=message.id, subagent_run_id=message.owner)
                 ar.emit(end)
                 others = [o.id for o in owners if o is not run and o.id != message.owner]
@@ -267,17 +284,11 @@ async def _task(index: int, steps: list[tuple[int, int, str]], seen: list[str]) 
     with ar.subagent(f"task{index}"):
         messages: list[ar.MessageHandle] = []
         for op, pick, delta in steps:
-            message = messages[pick % len(messages)] if messages else None
             try:
-                if op == 0:
-                    # Explicit ids may clash between tasks: the refusal is compared too.
-                    explicit = {"id": f"shared-{pick % 4}"} if pick % 3 == 0 else {}
-                    messages.append(ar.message(**explicit))
-                elif op in (1, 2) and message is not None:
-                    message.write(delta)
-                elif op == 3 and message is not None:
-                    message.end()
-                elif op == 4:
+                # Explicit ids may clash between tasks: the refusal is compared too.
+                if _message_step(op, pick, delta, messages, ar.message, f"shared-{pick % 4}"):
+                    continue
+                if op == 4:
                     await asyncio.sleep(0)  # the other tasks, and the consumer, run
                 elif op == 5 and pick % 4 == 0:
                     raise _Boom(delta)
@@ -395,25 +406,26 @@ class _Program:
         self.seen.append(f"{where}:{type(error).__name__}:{getattr(error, 'rule', None)}")
 
     def toggle_tap(self) -> None:
-        if self.taps:
-            self.run.remove_tap(self.taps.pop())
-        else:
-            self.taps.append(lambda event: None)
-            self.run.add_tap(self.taps[-1])
+        _toggle(self.taps, self.run.add_tap, self.run.remove_tap, lambda event: None)
 
     def toggle_transformer(self) -> None:
-        if self.transformers:
-            self.run.remove_transformer(self.transformers.pop())
-        else:
-            self.transformers.append(lambda event: event)
-            self.run.add_transformer(self.transformers[-1])
+        run = self.run
+        _toggle(self.transformers, run.add_transformer, run.remove_transformer, lambda e: e)
 
     def toggle_hider(self) -> None:
-        if self.hiders:
-            self.run.remove_transformer(self.hiders.pop())
-        else:
-            self.hiders.append(_hide_blocks)
-            self.run.add_transformer(_hide_blocks)
+        run = self.run
+        _toggle(self.hiders, run.add_transformer, run.remove_transformer, _hide_blocks)
+
+
+def _toggle(
+    held: list[Any], add: Callable[[Any], None], remove: Callable[[Any], None], item: Any
+) -> None:
+    """Remove the last of *held* (the path switches back), or add *item* when none is held."""
+    if held:
+        remove(held.pop())
+    else:
+        held.append(item)
+        add(item)
 
 
 def _hide_blocks(event: ev.BaseEvent) -> ev.BaseEvent | None:
