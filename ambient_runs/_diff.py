@@ -932,12 +932,7 @@ class StateTracker:
         if self._spine != set(map(id, containers[:-1])):
             return None
         old = self._flat(node)
-        marked: Any = _MARKER
-        for i in range(len(containers) - 1, -1, -1):
-            container = containers[i].copy()
-            container[keys[i]] = marked
-            marked = container
-        data = self._dump_flat(marked)
+        data = self._dump_flat(_rebuilt(containers, keys, _MARKER)[0])
         marker = self._flat(_MARKER)
         at = data.find(marker)
         if not old or not marker or at < 0 or data.find(marker, at + 1) >= 0:
@@ -988,15 +983,23 @@ class StateTracker:
             or not data.startswith(body, len(head))
         ):
             return _MISSING
-        size = _json_len(b)
-        length += size - _json_len(a)
-        op_chars = _REPLACE_CHARS + leaf.path_chars + size
+        ops, op_chars, grown = _scalar_replace(leaf.path, leaf.path_chars, a, b)
         merged, new_spine = _rebuilt(containers, leaf.keys, b)
+        leaf.old = body
+        return self._changed_at_one_leaf(merged, new_spine, length + grown, ops, op_chars)
+
+    def _changed_at_one_leaf(
+        self,
+        merged: Any,
+        spine: set[int],
+        length: int,
+        ops: list[Operation],
+        op_chars: int,
+    ) -> Publication:
+        """Take *merged* as the private value after one operation; publish as the differ does."""
         self._value = merged
         self._length = length
-        self._spine = new_spine
-        leaf.old = body
-        ops: list[Operation] = [{"op": "replace", "path": leaf.path, "value": b}]
+        self._spine = spine
         if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
             return ("delta", ops)
         return ("snapshot", deep_copy_json(merged))
@@ -1072,10 +1075,8 @@ class StateTracker:
             # replace (a NaN for a NaN is no change, which the differ decides).
             if tb is float and b != b and type(a) is float and a != a:
                 return None
-            size = _json_len(b)
-            op_chars = _REPLACE_CHARS + _json_len(path) + size
-            length += size - _json_len(a)
-            ops: list[Operation] = [{"op": "replace", "path": path, "value": b}]
+            ops, op_chars, grown = _scalar_replace(path, _json_len(path), a, b)
+            length += grown
             merged: Any = b
             short = True
         else:
@@ -1094,14 +1095,23 @@ class StateTracker:
         new_bytes = dump(value)
         if not new_bytes or new_bytes != dump(merged):
             return None
-        self._value = merged
-        self._length = length
-        self._spine = new_spine
         self._short = short
         self._leaf = None
-        if 2 + op_chars < length:  # one operation: the patch is "[" op "]"
-            return ("delta", ops)
-        return ("snapshot", deep_copy_json(merged))
+        return self._changed_at_one_leaf(merged, new_spine, length, ops, op_chars)
+
+
+def _scalar_replace(
+    path: str, path_chars: int, old: Any, new: Any
+) -> tuple[list[Operation], int, int]:
+    """
+    What `_Differ.value` makes of two unequal scalars at *path*: one replace.
+
+    Returns the operations, their JSON characters (*path_chars*: the path's)
+    and how much longer the document's JSON gets.
+    """
+    size = _json_len(new)
+    ops: list[Operation] = [{"op": "replace", "path": path, "value": new}]
+    return ops, _REPLACE_CHARS + path_chars + size, size - _json_len(old)
 
 
 def _rebuilt(containers: Sequence[Any], keys: Sequence[Any], leaf: Any) -> tuple[Any, set[int]]:
