@@ -17,7 +17,6 @@ from ambient_runs._wire import (
     check_json,
     is_state_type,
     json_form,
-    lone_surrogate,
     safe_scalar,
     structure_state,
     wire_form,
@@ -74,7 +73,6 @@ _TRUSTED_OPERATIONS: dict[str, Callable[..., ev.JsonPatchOperation]] = {
     "replace": ev.unchecked(ev.ReplaceOperation, "path", "value"),
     "remove": ev.unchecked(ev.RemoveOperation, "path"),
 }
-_trusted_replace = _TRUSTED_OPERATIONS["replace"]
 
 _delta_event: Callable[[tuple[ev.JsonPatchOperation, ...], str | None], ev.StateDeltaEvent] = (
     ev.unchecked(ev.StateDeltaEvent, "delta", "subagent_run_id")
@@ -83,14 +81,10 @@ _delta_event: Callable[[tuple[ev.JsonPatchOperation, ...], str | None], ev.State
 
 
 def _plain_patch(patch: Sequence[dict[str, Any]]) -> bool:
-    """Whether `check_json` would pass *patch* for certain: plain paths, `safe_scalar` values."""
-    for op in patch:
-        path = op["path"]
-        if not (path.isascii() or lone_surrogate(path) is None):
-            return False
-        if "value" in op and not safe_scalar(op["value"]):
-            return False
-    return True
+    """Whether `check_json` would pass *patch* for certain: `safe_scalar` paths and values."""
+    return all(
+        safe_scalar(op["path"]) and ("value" not in op or safe_scalar(op["value"])) for op in patch
+    )
 
 
 def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, ...]:
@@ -101,10 +95,6 @@ def operations(patch: Sequence[dict[str, Any]]) -> tuple[ev.JsonPatchOperation, 
     those are built without validation (equal to the constructors' objects);
     anything else goes through its class.
     """
-    if len(patch) == 1:
-        op = patch[0]
-        if op["op"] == "replace" and len(op) == 3:  # what a one-field change publishes
-            return (_trusted_replace(op["path"], op["value"]),)
     ops: list[ev.JsonPatchOperation] = []
     for op in patch:
         kind = op["op"]
