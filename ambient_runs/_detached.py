@@ -389,7 +389,6 @@ class _Owned:
         # The log takes the stream's items as they come, finished frames included
         # (the byte path: a tap would turn it off and make every delta an object).
         sse._as_frames(events)
-        self.left = events._keep_on_close()
 
     def start(self) -> None:
         name = f"ambient_runs detached {self.key[1]}"
@@ -421,7 +420,7 @@ class _Owned:
         pending = self.pending
         for item in items:
             if type(item) is bytes:
-                pending.append(item[6:-2])
+                pending.append(sse._payload(item))
                 continue
             pending.append(encode_json(item))
             if isinstance(item, _TERMINAL):
@@ -444,6 +443,7 @@ class _Owned:
         """
         cancelled = False
         events = self.events
+        left = events._keep_on_close()
         try:
             while True:
                 items = await events._now()
@@ -456,8 +456,7 @@ class _Owned:
             cancelled = True
         finally:
             await asyncio.shield(events.aclose())
-            self._queue(self.left)
-            self.left.clear()
+            self._queue(left)
         if not self.final:
             # The run never sent its terminal event (it was cancelled before it began):
             # the stream's own RUN_ERROR came with the rest; without one, ours.

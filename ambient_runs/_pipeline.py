@@ -138,7 +138,6 @@ class Pipeline:
         "_interrupt_ids",
         "_message_ids",
         "_sink",
-        "_subagent_ids",
         "_taps",
         "_tool_call_ids",
         "_transformers",
@@ -180,7 +179,9 @@ class Pipeline:
         self.lock = threading.RLock()
         self._message_ids = itertools.count(1)
         self._tool_call_ids = itertools.count(1)
-        self._subagent_ids = itertools.count(1)
+        #: The numbers of the subagent ids the run mints (``<run id>-sub-<n>``): by
+        #: `new_subagent_run_id`, and by the byte path of a decorated call (``_subagent``).
+        self.subagent_numbers = itertools.count(1)
         self._interrupt_ids = itertools.count(1)
         #: Whether the terminal event has gone out (or the run is over): `send` refuses.
         self.finished = False
@@ -217,8 +218,6 @@ class Pipeline:
         #: path reads to verify a delta by construction; None when nothing verifies.
         self.content_view: Any = None
         # The byte path of subagents (``_subagent``): a decorated call's two frames.
-        #: The numbers of the ids `new_subagent_run_id` mints (``<run id>-sub-<n>``).
-        self.subagent_numbers = self._subagent_ids
         #: The JSON of ``"<run id>-sub-``, made by the first call that uses it (None before).
         self.subagent_prefix: str | None = None
         #: The verifier's subagents (``_verify_entities.Subagents``), kept by construction
@@ -474,7 +473,7 @@ class Pipeline:
 
     def new_subagent_run_id(self) -> str:
         """Return a fresh subagent invocation id: ``<run id>-sub-<n>``."""
-        return f"{self.run_id}-sub-{next(self._subagent_ids)}"
+        return f"{self.run_id}-sub-{next(self.subagent_numbers)}"
 
     def new_interrupt_id(self) -> str:
         """Return a fresh interrupt id: ``<run id>-int-<n>``."""

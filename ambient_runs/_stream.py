@@ -618,8 +618,7 @@ class EventStream:
         channel.note_size()
         keep = self._keep
         if keep is not None:  # what the agent emitted up to its end, for `_keep_on_close`'s caller
-            pop = channel.buffer.popleft
-            keep += [pop() for _ in range(len(channel.buffer))]
+            keep.extend(channel.buffer)
         channel.buffer.clear()
 
     def _keep_on_close(self) -> list[ev.BaseEvent | bytes]:

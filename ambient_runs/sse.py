@@ -99,6 +99,11 @@ def frame(data: bytes, *, id: int | str | None = None) -> bytes:
     return b"id: " + text.encode() + b"\ndata: " + data + b"\n\n"
 
 
+def _payload(frame: bytes) -> bytes:
+    """The event JSON of a *frame* that `encode` (or `frame` without an id) wrote."""
+    return frame[6:-2]  # b"data: " + JSON + b"\n\n"
+
+
 def _numbered(entries: Iterable[tuple[int, bytes]]) -> bytes:
     """The frames of ``(id, json)`` pairs with integer ids, joined: `frame` for each, faster."""
     return b"".join([b"id: %d\ndata: %s\n\n" % entry for entry in entries])
