@@ -144,12 +144,7 @@ def frames(
 
     .. versionadded:: 0.1.0
     """
-    keep_alive = check_keep_alive(keep_alive)
-    policy = _policy_of(events)
-    _as_frames(events)
-    source = aiter(events)
-    take: _Take = getattr(source, "_now", None) or _singly(source)
-    return _encoded(take, source, keep_alive, policy, coalesce=False)
+    return _encoded(events, check_keep_alive(keep_alive), coalesce=False)
 
 
 def _as_frames(events: object) -> None:
@@ -206,14 +201,27 @@ def _batches(
     failed stream with ``RUN_ERROR`` (after the frames that did encode, worded
     by the run's error policy) behave as in `frames`.
     """
+    return _encoded(events, keep_alive, coalesce=True)
+
+
+def _encoded(
+    events: AsyncIterable[ev.BaseEvent], keep_alive: float | None, *, coalesce: bool
+) -> AsyncGenerator[bytes, None]:
+    """
+    `frames` (*coalesce* False: each frame) and `_batches` (True: each batch joined).
+
+    An `ambient_runs.stream` hands over what it has buffered: at once
+    (`EventStream._now`), or after letting the agent fill a batch
+    (`EventStream._take`); any other iterable gives one event per take.
+    """
     policy = _policy_of(events)
     _as_frames(events)
     source = aiter(events)
-    take: _Take = getattr(source, "_take", None) or _singly(source)
-    return _encoded(take, source, keep_alive, policy, coalesce=True)
+    take: _Take = getattr(source, "_take" if coalesce else "_now", None) or _singly(source)
+    return _encoding(take, source, keep_alive, policy, coalesce=coalesce)
 
 
-async def _encoded(
+async def _encoding(
     take: _Take,
     events: object,
     keep_alive: float | None,
@@ -222,9 +230,8 @@ async def _encoded(
     coalesce: bool,
 ) -> AsyncGenerator[bytes, None]:
     """
-    The loop of `frames` and `_batches`: take what is ready, encode it, yield it.
+    The loop of `_encoded`: take what is ready, encode it, yield it.
 
-    Yields each frame (*coalesce* False) or each batch's frames joined (True).
     Items that are bytes are frames already (the byte path) and pass through.
     """
     pending: asyncio.Task[list[ev.BaseEvent | bytes]] | None = None
