@@ -135,12 +135,14 @@ def _agent(
     return agent
 
 
-async def _through_bytes(agent: Any) -> bytes:
-    return b"".join([frame async for frame in sse.frames(ar.stream(agent, INPUT))])
+async def _through_bytes(agent: Any, **options: Any) -> list[bytes]:
+    """The frames of *agent*'s stream read by `sse.frames`: the byte path where it applies."""
+    return [frame async for frame in sse.frames(ar.stream(agent, INPUT, **options))]
 
 
-async def _through_objects(agent: Any) -> tuple[bytes, list[ev.BaseEvent]]:
-    events = [event async for event in ar.stream(agent, INPUT)]
+async def _through_objects(agent: Any, **options: Any) -> tuple[bytes, list[ev.BaseEvent]]:
+    """The events of *agent*'s stream read as objects, and their frames encoded afterwards."""
+    events = [event async for event in ar.stream(agent, INPUT, **options)]
     return b"".join(sse.encode(event) for event in events), events
 
 
@@ -154,7 +156,7 @@ def test_the_byte_path_writes_the_object_paths_bytes(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ar.LeftOpenWarning)  # part of the point
         warnings.simplefilter("ignore", ar.HandleWarning)
-        data = asyncio.run(_through_bytes(_agent(program, steps, seen_bytes)))
+        data = b"".join(asyncio.run(_through_bytes(_agent(program, steps, seen_bytes))))
         expected, events = asyncio.run(_through_objects(_agent(program, steps, seen_objects)))
     assert data == expected
     assert seen_bytes == seen_objects
@@ -319,7 +321,7 @@ def test_concurrent_tasks_write_the_same_bytes_both_ways(
     seen_objects: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ar.LeftOpenWarning)
-        data = asyncio.run(_through_bytes(_concurrent_agent(programs_, seen_bytes)))
+        data = b"".join(asyncio.run(_through_bytes(_concurrent_agent(programs_, seen_bytes))))
         expected, events = asyncio.run(
             _through_objects(_concurrent_agent(programs_, seen_objects))
         )
@@ -632,16 +634,6 @@ def _tree_agent(
     return agent
 
 
-async def _tree_through_bytes(agent: Any, options: dict[str, Any]) -> tuple[bytes, int]:
-    stream = ar.stream(agent, INPUT, **options)
-    frames = [frame async for frame in sse.frames(stream)]
-    return b"".join(frames), len(frames)
-
-
-async def _tree_through_objects(agent: Any, options: dict[str, Any]) -> list[ev.BaseEvent]:
-    return [event async for event in ar.stream(agent, INPUT, **options)]
-
-
 @settings(max_examples=150, deadline=None)
 @given(_trees, st.booleans(), st.booleans())
 # A call whose parent the verifier never saw start (a transformer hid it, then left).
@@ -668,12 +660,12 @@ def test_decorated_subagent_calls_write_the_object_paths_bytes(
         warnings.simplefilter("ignore", ar.LeftOpenWarning)
         warnings.simplefilter("ignore", ar.HandleWarning)
         warnings.simplefilter("ignore", ar.ResultWarning)
-        data, count = asyncio.run(
-            _tree_through_bytes(_tree_agent(body, seen_bytes, runs), options)
+        frames = asyncio.run(_through_bytes(_tree_agent(body, seen_bytes, runs), **options))
+        expected, events = asyncio.run(
+            _through_objects(_tree_agent(body, seen_objects, runs), **options)
         )
-        events = asyncio.run(_tree_through_objects(_tree_agent(body, seen_objects, runs), options))
-    assert data == b"".join(sse.encode(event) for event in events)
-    assert count == len(events)
+    assert b"".join(frames) == expected
+    assert len(frames) == len(events)
     assert seen_bytes == seen_objects
     assert runs[0].messages == runs[1].messages
     if verify:
