@@ -737,12 +737,8 @@ class Subagents(Group):
         if parent is not None:
             if parent not in active:
                 return False
-            if self.strict:  # `Owned.own`, inlined
-                owned = self.owned
-                ledger = owned.get(parent)
-                if ledger is None:
-                    ledger = owned[parent] = {}
-                ledger["subagent", sid] = None
+            if self.strict:
+                self.owned.own(parent, "subagent", sid)
         active[sid] = parent
         self.upto = n
         if self.above is not None:
@@ -767,15 +763,11 @@ class Subagents(Group):
             return False
         if self.strict:
             owned = self.owned
-            ledger = owned.get(sid)
-            if ledger:
+            if owned.get(sid):  # it still owns something open
                 return False
-            if ledger is not None:
-                del owned[sid]  # its ledger: nothing reads it once it has ended
-            if parent is not None:  # `Owned.disown`, inlined
-                ledger = owned.get(parent)
-                if ledger is not None:
-                    ledger.pop(("subagent", sid), None)
+            owned.pop(sid, None)  # its ledger: nothing reads it once it has ended
+            if parent is not None:
+                owned.disown(parent, "subagent", sid)
         del active[sid]
         return True
 
