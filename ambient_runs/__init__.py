@@ -50,7 +50,8 @@ from ambient_runs._relay import relay, relay_messages, relay_resume
 from ambient_runs._run import EventLog, Run, current_run
 from ambient_runs._step import Step, StepSpec
 from ambient_runs._stream import EventStream, StreamStatistics, stream
-from ambient_runs._subagent import Subagent, SubagentSpec
+from ambient_runs._subagent import Subagent, SubagentOptions, SubagentSpec
+from ambient_runs._usage import TokenCounts
 from ambient_runs._version import __version__
 from ambient_runs._wire import encode_json, from_wire, json_form, register_json_form, to_wire
 from ambient_runs.conversations import MemoryThreadStore, ThreadStore, merge_history
@@ -113,9 +114,11 @@ __all__ = [
     "StepSpec",
     "StreamStatistics",
     "Subagent",
+    "SubagentOptions",
     "SubagentSpec",
     "Thread",
     "ThreadStore",
+    "TokenCounts",
     "ToolCallHandle",
     "ToolResult",
     "UnknownToolError",

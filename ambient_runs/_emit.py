@@ -9,7 +9,7 @@ fix, when called outside any run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Unpack
 
 from ambient_runs import _scopes
 from ambient_runs import events as ev
@@ -28,8 +28,8 @@ from ambient_runs._frontend import call_frontend_tool_in
 from ambient_runs._scopes import require
 from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
-from ambient_runs._subagent import Subagent, SubagentSpec
-from ambient_runs._usage import usage_in
+from ambient_runs._subagent import Subagent, SubagentOptions, SubagentSpec
+from ambient_runs._usage import TokenCounts, usage_in
 
 __all__ = (
     "activity",
@@ -74,15 +74,7 @@ def say(text: str, *, id: str | None = None) -> str:
 
 
 def usage(
-    *,
-    provider: str | None = None,
-    model: str | None = None,
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    total_tokens: int | None = None,
-    reasoning_tokens: int | None = None,
-    cached_input_tokens: int | None = None,
-    cache_write_input_tokens: int | None = None,
+    *, provider: str | None = None, model: str | None = None, **counts: Unpack[TokenCounts]
 ) -> ev.TokenUsage:
     """
     Record one model call's token usage in the ambient scope; return the `TokenUsage`.
@@ -94,25 +86,20 @@ def usage(
     form), which the OpenTelemetry adapter puts on that scope's span. Counts are
     non-negative integers; a count left out is "not reported", never zero.
 
+    Args:
+        provider: The model provider, e.g. ``"openai"``.
+        model: The model's name.
+        counts: `TokenCounts`: ``input_tokens``, ``output_tokens``, ``total_tokens``,
+            ``reasoning_tokens``, ``cached_input_tokens``, ``cache_write_input_tokens``.
+
     Raises:
         NoActiveRunError: No run is ambient.
         InvalidEventError: A count is not a non-negative int (a float, a bool, …).
+        TypeError: A keyword is not one of the counts.
 
     .. versionadded:: 0.2.0
     """
-    return usage_in(
-        require("usage"),
-        provider,
-        model,
-        {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "total_tokens": total_tokens,
-            "reasoning_tokens": reasoning_tokens,
-            "cached_input_tokens": cached_input_tokens,
-            "cache_write_input_tokens": cache_write_input_tokens,
-        },
-    )
+    return usage_in(require("usage"), provider, model, counts)
 
 
 def think(text: str, *, id: str | None = None) -> str:
@@ -235,14 +222,7 @@ def step(name: str) -> Step:
     return Step(name)
 
 
-def subagent(
-    name: str,
-    *,
-    description: str | None = None,
-    id: str | None = None,
-    parent_tool_call_id: str | None = None,
-    parent_message_id: str | None = None,
-) -> Subagent:
+def subagent(name: str, **options: Unpack[SubagentOptions]) -> Subagent:
     """
     Return a subagent invocation, not started: a context manager and an explicit handle.
 
@@ -260,13 +240,7 @@ def subagent(
 
     .. versionadded:: 0.1.0
     """
-    return Subagent(
-        name,
-        description=description,
-        id=id,
-        parent_tool_call_id=parent_tool_call_id,
-        parent_message_id=parent_message_id,
-    )
+    return Subagent(name, **options)
 
 
 def subagent_with(started: ev.SubagentStartedEvent) -> Subagent:

@@ -10,7 +10,7 @@ with `Subagent` (``_subagent.Emitters``), which they need.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Unpack, cast
 
 import attrs
 
@@ -20,7 +20,7 @@ from ambient_runs._foreign import coerce_event
 from ambient_runs._frontend import call_frontend_tool_in, frontend_call_in
 from ambient_runs._pipeline import RUN_LIFECYCLE, lifecycle_refused
 from ambient_runs._state import publish_state_in, set_state_in, update_state_in
-from ambient_runs._usage import usage_in
+from ambient_runs._usage import TokenCounts, usage_in
 from ambient_runs._wire import check_encodable, refuse_reserved_metadata
 from ambient_runs.errors import InvalidEventError, MessagesNotRecordedError
 
@@ -118,29 +118,10 @@ class ContentEmitters:
         *,
         provider: str | None = None,
         model: str | None = None,
-        input_tokens: int | None = None,
-        output_tokens: int | None = None,
-        total_tokens: int | None = None,
-        reasoning_tokens: int | None = None,
-        cached_input_tokens: int | None = None,
-        cache_write_input_tokens: int | None = None,
+        **counts: Unpack[TokenCounts],
     ) -> ev.TokenUsage:
         """Record one model call's token usage in this scope (see `ambient_runs.usage`)."""
-        # `ambient_runs.usage` is this method's ambient face: both are public signatures,
-        # each naming the counts; what is recorded is `usage_in`'s alone.
-        return usage_in(
-            self._emit_frame(),
-            provider,
-            model,
-            {
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "total_tokens": total_tokens,
-                "reasoning_tokens": reasoning_tokens,
-                "cached_input_tokens": cached_input_tokens,
-                "cache_write_input_tokens": cache_write_input_tokens,
-            },
-        )
+        return usage_in(self._emit_frame(), provider, model, counts)
 
     def set_state(self, state: Any) -> None:
         """Replace the run's state and publish the change, attributed to this scope."""

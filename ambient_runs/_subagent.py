@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypedDict, TypeVar, Unpack
 
 import attrs
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ambient_runs._run import Run
     from ambient_runs._scopes import Frame
 
-__all__ = ("Emitters", "Subagent", "SubagentSpec")
+__all__ = ("Emitters", "Subagent", "SubagentOptions", "SubagentSpec")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -97,6 +97,26 @@ _OPTIONAL_TEXT = (
     "parent_message_id",
     "parent_subagent_run_id",
 )
+
+
+class SubagentOptions(TypedDict, total=False):
+    """
+    The keywords ``subagent(name, **options)`` takes, besides the name.
+
+    `ambient_runs.subagent` and the ``subagent`` method of `Run` and `Subagent`
+    take them (PEP 692); `Subagent` and `SubagentSpec` document each.
+
+    .. versionadded:: 0.1.0
+    """
+
+    #: What the subagent does, for display.
+    description: str | None
+    #: An explicit invocation id (continuing a suspended one); minted otherwise.
+    id: str | None
+    #: The tool call that spawned it (agents as tools).
+    parent_tool_call_id: str | None
+    #: The message holding that tool call.
+    parent_message_id: str | None
 
 
 @attrs.frozen
@@ -282,24 +302,9 @@ class Emitters(ContentEmitters):
         """A step owned by this emitter's scope: use it with ``with`` or `Step.start`."""
         return Step(name, frame=self._emit_frame())
 
-    def subagent(
-        self,
-        name: str,
-        *,
-        description: str | None = None,
-        id: str | None = None,
-        parent_tool_call_id: str | None = None,
-        parent_message_id: str | None = None,
-    ) -> Subagent:
-        """A subagent invocation nested in this emitter's scope."""
-        return Subagent(
-            name,
-            description=description,
-            id=id,
-            parent_tool_call_id=parent_tool_call_id,
-            parent_message_id=parent_message_id,
-            parent=self._emit_frame(),
-        )
+    def subagent(self, name: str, **options: Unpack[SubagentOptions]) -> Subagent:
+        """A subagent invocation nested in this emitter's scope (see `ambient_runs.subagent`)."""
+        return Subagent(name, parent=self._emit_frame(), **options)
 
     def subagent_with(self, started: ev.SubagentStartedEvent) -> Subagent:
         """

@@ -13,7 +13,7 @@ count summed over the reports that gave it (a count no report gave stays absent)
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import attrs
 
@@ -23,15 +23,36 @@ from ambient_runs._wire import to_wire
 if TYPE_CHECKING:
     from ambient_runs._scopes import Frame
 
-__all__ = ("COUNTS", "USAGE_EVENT", "UsageTotals", "usage_in")
+__all__ = ("COUNTS", "USAGE_EVENT", "TokenCounts", "UsageTotals", "usage_in")
 
 #: The ``CUSTOM`` event name a usage report goes out under.
 USAGE_EVENT = "ambient_runs.usage"
+
+
+class TokenCounts(TypedDict, total=False):
+    """
+    The counts ``usage(**counts)`` takes: the count fields of a `TokenUsage`.
+
+    Each is a non-negative int; one left out (or None) is "not reported", never
+    zero. `ambient_runs.usage` and the ``usage`` method of `Run` and `Subagent`
+    take them as keywords (PEP 692), so both faces name them once, here.
+
+    .. versionadded:: 0.2.0
+    """
+
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    reasoning_tokens: int | None
+    cached_input_tokens: int | None
+    cache_write_input_tokens: int | None
+
 
 #: The count fields of a `TokenUsage`, in declaration order.
 COUNTS: tuple[str, ...] = tuple(
     a.name for a in attrs.fields(ev.TokenUsage) if a.name not in ("provider", "model")
 )
+_COUNT_NAMES = frozenset(COUNTS)
 
 
 class UsageTotals:
@@ -67,9 +88,18 @@ def usage_in(
     frame: Frame,
     provider: str | None,
     model: str | None,
-    counts: dict[str, int | None],
+    counts: TokenCounts,
 ) -> ev.TokenUsage:
-    """Record a usage report in *frame*'s scope (see the module docstring) and return it."""
+    """
+    Record a usage report in *frame*'s scope (see the module docstring) and return it.
+
+    Raises:
+        TypeError: A keyword of *counts* is not one of `COUNTS` (a typo).
+    """
+    if not counts.keys() <= _COUNT_NAMES:
+        unknown = ", ".join(sorted(counts.keys() - _COUNT_NAMES))
+        msg = f"usage() takes the counts {', '.join(COUNTS)}; not {unknown}"
+        raise TypeError(msg)
     report = ev.TokenUsage(provider=provider, model=model, **counts)
     pipeline = frame.pipeline
     with pipeline.lock:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 from ag_ui.core import CustomEvent, RunErrorEvent, RunFinishedEvent
 from opentelemetry.sdk.trace import TracerProvider
@@ -104,6 +105,20 @@ class TestTotals:
     def test_needs_a_run(self) -> None:
         with pytest.raises(ar.NoActiveRunError):
             ar.usage(input_tokens=1)
+
+    def test_a_misspelt_count_names_the_counts(self) -> None:
+        counts: dict[str, Any] = {"input_token": 1}
+        with ar.Run(make_input()) as run:
+            with pytest.raises(TypeError, match=r"input_tokens, output_tokens.*not input_token$"):
+                run.usage(**counts)
+            with pytest.raises(TypeError, match=r"not input_token$"):
+                ar.usage(**counts)
+        assert "usage" not in last(run)
+
+    def test_the_counts_are_the_token_usage_fields(self) -> None:
+        # `TokenCounts` types the keywords both faces take: it drifts from TokenUsage at a cost.
+        fields = [a.name for a in attrs.fields(ar.events.TokenUsage)]
+        assert ["provider", "model", *ar.TokenCounts.__annotations__] == fields
 
 
 @pytest.fixture
