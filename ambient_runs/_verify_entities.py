@@ -101,50 +101,50 @@ class Kind:
         return f"Start a {self.label} with '{self.start}' first."
 
 
-TEXT: Final = Kind(
-    label="text message",
-    owner_label="message",
-    start="TEXT_MESSAGE_START",
-    content="TEXT_MESSAGE_CONTENT",
-    end="TEXT_MESSAGE_END",
-    plural="text messages",
-    id_of=operator.attrgetter("message_id"),
-    already=Rule.TEXT_ALREADY_OPEN,
-    not_open=Rule.TEXT_NOT_OPEN,
+def _kind(
+    label: str,
+    wire: str,
+    content: str,
+    id_field: str,
+    *,
+    owner: str | None = None,
+    rules: str | None = None,
+    end_hint: bool = True,
+) -> Kind:
+    """
+    The `Kind` whose events are ``<wire>_START``, ``<wire>_<content>`` and ``<wire>_END``.
+
+    *content* "" means it has no continuation; its ids are read from *id_field*;
+    *owner* is its owner label (default: *label*); its rules are
+    ``Rule.<rules>_ALREADY_OPEN`` and ``Rule.<rules>_NOT_OPEN`` (default: *label*
+    in capitals, "TOOL_CALL").
+    """
+    rules = label.upper().replace(" ", "_") if rules is None else rules
+    return Kind(
+        label=label,
+        owner_label=label if owner is None else owner,
+        start=f"{wire}_START",
+        content=content and f"{wire}_{content}",
+        end=f"{wire}_END",
+        plural=f"{label}s",
+        id_of=operator.attrgetter(id_field),
+        already=Rule[f"{rules}_ALREADY_OPEN"],
+        not_open=Rule[f"{rules}_NOT_OPEN"],
+        end_hint=end_hint,
+    )
+
+
+TEXT: Final = _kind(
+    "text message", "TEXT_MESSAGE", "CONTENT", "message_id", owner="message", rules="TEXT"
 )
-TOOL_CALL: Final = Kind(
-    label="tool call",
-    owner_label="tool call",
-    start="TOOL_CALL_START",
-    content="TOOL_CALL_ARGS",
-    end="TOOL_CALL_END",
-    plural="tool calls",
-    id_of=operator.attrgetter("tool_call_id"),
-    already=Rule.TOOL_CALL_ALREADY_OPEN,
-    not_open=Rule.TOOL_CALL_NOT_OPEN,
+TOOL_CALL: Final = _kind("tool call", "TOOL_CALL", "ARGS", "tool_call_id")
+#: A reasoning span's continuations are its messages (`REASONING_MESSAGE`).
+REASONING_SPAN: Final = _kind(
+    "reasoning span", "REASONING", "", "message_id", owner="reasoning message"
 )
-REASONING_SPAN: Final = Kind(
-    label="reasoning span",
-    owner_label="reasoning message",
-    start="REASONING_START",
-    content="",
-    end="REASONING_END",
-    plural="reasoning spans",
-    id_of=operator.attrgetter("message_id"),
-    already=Rule.REASONING_SPAN_ALREADY_OPEN,
-    not_open=Rule.REASONING_SPAN_NOT_OPEN,
-)
-REASONING_MESSAGE: Final = Kind(
-    label="reasoning message",
-    owner_label="reasoning message",
-    start="REASONING_MESSAGE_START",
-    content="REASONING_MESSAGE_CONTENT",
-    end="REASONING_MESSAGE_END",
-    plural="reasoning messages",
-    id_of=operator.attrgetter("message_id"),
-    already=Rule.REASONING_MESSAGE_ALREADY_OPEN,
-    not_open=Rule.REASONING_MESSAGE_NOT_OPEN,
-    end_hint=False,  # the client's REASONING_MESSAGE_END refusal keeps the long hint
+#: The client's REASONING_MESSAGE_END refusal keeps the long hint.
+REASONING_MESSAGE: Final = _kind(
+    "reasoning message", "REASONING_MESSAGE", "CONTENT", "message_id", end_hint=False
 )
 
 
@@ -231,8 +231,8 @@ class Entities(Group):
     # ------------------------------------------------------------------ per event
 
     def on_continue(self, event: Any) -> Found:
-        """Check a CONTENT event: the hot path, a handful of dict lookups."""
-        tag, eid = event.subagent_run_id, event.message_id
+        """Check a CONTENT or ARGS event: the hot path, a handful of dict lookups."""
+        tag, eid = event.subagent_run_id, self.id_of(event)
         if self.lane_owners and tag in self.lane_owners:
             return self.lanes.after_closing(event, (tag,), self.check_continue, no_apply)
         if eid in self.opened and (tag is None or self.owners.get(eid) == tag):
@@ -399,15 +399,6 @@ class ToolCalls(Entities):
         # made on first use, so an idle run's verifier holds no empty sets.
         self.started: set[str] | None = None
         self.answered: set[str] | None = None
-
-    def on_continue(self, event: Any) -> Found:
-        """Check a TOOL_CALL_ARGS: `Entities.on_continue` with the tool call's id."""
-        tag, eid = event.subagent_run_id, event.tool_call_id
-        if self.lane_owners and tag in self.lane_owners:
-            return self.lanes.after_closing(event, (tag,), self.check_continue, no_apply)
-        if eid in self.opened and (tag is None or self.owners.get(eid) == tag):
-            return OK
-        return self.check_continue(event)
 
     def check_open(self, event: Any) -> Found:
         found = self.open_problem(
