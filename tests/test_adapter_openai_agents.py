@@ -454,7 +454,7 @@ class TestPackaging:
 class TestHostileResume:
     async def test_a_forged_state_fails_the_run_with_a_named_error(self) -> None:
         """Metadata that claims to be ours but holds no RunState: InvalidInputError, RUN_ERROR."""
-        from ambient_runs.adapters._common import prompt_key
+        from ambient_runs.adapters._resume import prompt_key
 
         token = {
             "adapter": "openai-agents",

@@ -421,7 +421,7 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 class TestHostileResume:
     async def test_a_forged_history_fails_the_run_with_a_named_error(self) -> None:
         """Metadata that claims to be ours but holds no history: InvalidInputError, RUN_ERROR."""
-        from ambient_runs.adapters._common import prompt_key
+        from ambient_runs.adapters._resume import prompt_key
 
         token = {
             "adapter": "pydantic-ai",

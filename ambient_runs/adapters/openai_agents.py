@@ -113,17 +113,9 @@ from ambient_runs import (
     current_run,
 )
 from ambient_runs import events as ev
-from ambient_runs.adapters._common import (
-    OpenParts,
-    ResumeToken,
-    ToolCalls,
-    cancel_guard,
-    claim_resume,
-    jsonable,
-    prompt_key,
-    resume_metadata,
-    text_of,
-)
+from ambient_runs.adapters import _resume
+from ambient_runs.adapters._common import OpenParts, ToolCalls, cancel_guard, jsonable, text_of
+from ambient_runs.adapters._resume import ResumeToken, claim_resume, prompt_key, resume_metadata
 from ambient_runs.errors import RunCancelledError
 
 __all__ = ("run_agent",)
@@ -521,14 +513,7 @@ class _Session:
         return interrupts
 
 
-_APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Or a bare boolean: true approves, false rejects.",
-    "properties": {
-        "approved": {"type": "boolean"},
-        "message": {"type": "string", "description": "Told to the model when rejected."},
-    },
-}
+_APPROVAL_SCHEMA = _resume.approval_schema("rejects", "rejected")
 
 
 async def _stopped(result: Any) -> None:

@@ -112,16 +112,9 @@ from ambient_runs import (
     current_run,
 )
 from ambient_runs import events as ev
-from ambient_runs.adapters._common import (
-    OpenParts,
-    ResumeToken,
-    ToolCalls,
-    cancel_guard,
-    claim_resume,
-    jsonable,
-    prompt_key,
-    resume_metadata,
-)
+from ambient_runs.adapters import _resume
+from ambient_runs.adapters._common import OpenParts, ToolCalls, cancel_guard, jsonable
+from ambient_runs.adapters._resume import ResumeToken, claim_resume, prompt_key, resume_metadata
 
 __all__ = ("run_agent",)
 
@@ -317,15 +310,11 @@ class _Stream:
 # --------------------------------------------------------------------------- interrupts
 
 
-_APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Or a bare boolean: true approves, false denies.",
-    "properties": {
-        "approved": {"type": "boolean"},
-        "message": {"type": "string", "description": "Told to the model when denied."},
-        "overrideArgs": {"type": "object", "description": "Arguments to run it with instead."},
-    },
-}
+_APPROVAL_SCHEMA = _resume.approval_schema(
+    "denies",
+    "denied",
+    overrideArgs={"type": "object", "description": "Arguments to run it with instead."},
+)
 
 
 def _interrupts(
