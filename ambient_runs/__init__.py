@@ -46,7 +46,7 @@ from ambient_runs._emit import (
 )
 from ambient_runs._frontend import FrontendToolCall, ToolResult
 from ambient_runs._outcomes import FrontendToolCalled, Interrupted, Resumption, interrupt
-from ambient_runs._relay import relay, relay_messages, relay_resume
+from ambient_runs._relay import RelayOptions, relay, relay_messages, relay_resume
 from ambient_runs._run import EventLog, Run, current_run
 from ambient_runs._step import Step, StepSpec
 from ambient_runs._stream import EventStream, StreamStatistics, stream
@@ -105,6 +105,7 @@ __all__ = [
     "ProtocolError",
     "ReasoningHandle",
     "RelayError",
+    "RelayOptions",
     "ResultWarning",
     "Resumption",
     "Run",

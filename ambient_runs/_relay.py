@@ -66,7 +66,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterable, Awaitable, Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, Unpack, overload
 from urllib.parse import quote, unquote
 
 import attrs
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from ambient_runs._run import Run
     from ambient_runs._scopes import Frame
 
-__all__ = ("relay", "relay_messages", "relay_resume")
+__all__ = ("RelayOptions", "relay", "relay_messages", "relay_resume")
 
 _log = logging.getLogger("ambient_runs")
 
@@ -990,25 +990,25 @@ async def _relay_async(
         return relay.conclude()
 
 
+class RelayOptions(TypedDict, total=False):
+    """
+    The keywords `relay` takes besides *name* (its docstring says what each does).
+
+    .. versionadded:: 0.1.0
+    """
+
+    description: str | None
+    id: str | None
+    state_key: str | None
+
+
 # One overload per face: an async iterable returns an awaitable, a sync one relays now.
 @overload
 def relay(
-    events: AsyncIterable[Any],
-    *,
-    name: str,
-    description: str | None = None,
-    id: str | None = None,
-    state_key: str | None = None,
+    events: AsyncIterable[Any], *, name: str, **options: Unpack[RelayOptions]
 ) -> Awaitable[Any]: ...
 @overload
-def relay(
-    events: Iterable[Any],
-    *,
-    name: str,
-    description: str | None = None,
-    id: str | None = None,
-    state_key: str | None = None,
-) -> Any: ...
+def relay(events: Iterable[Any], *, name: str, **options: Unpack[RelayOptions]) -> Any: ...
 def relay(
     events: AsyncIterable[Any] | Iterable[Any],
     *,
