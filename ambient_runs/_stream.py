@@ -128,28 +128,26 @@ def stream(
     if "sink" in run_options:
         msg = "stream() owns the run's sink; consume the stream instead of passing sink="
         raise TypeError(msg)
-    return checked_stream(agent, input, buffer=buffer, request=request, **run_options)
+    return checked_stream(agent, input, {"buffer": buffer, "request": request, **run_options})
 
 
 def checked_stream(
-    agent: Agent,
-    input: ev.RunAgentInput | Mapping[str, Any],
-    *,
-    buffer: int = 1024,
-    request: Request | None = None,
-    **run_options: Any,
+    agent: Agent, input: ev.RunAgentInput | Mapping[str, Any], options: Mapping[str, Any]
 ) -> EventStream:
     """
-    `stream`, for a caller that checked *agent* and *run_options* once already.
+    `stream`, for a caller that checked *agent* and *options* once already.
 
-    `AgentApp` checks them when it is built; reading the agent's signature
-    again for every request would cost about a tenth of a millisecond.
+    *options* are `stream`'s keywords: ``buffer``, ``request`` and the `Run`
+    options. `AgentApp` checks them when it is built; reading the agent's
+    signature again for every request would cost about a tenth of a millisecond.
     """
+    run_options = dict(options)
+    buffer = run_options.pop("buffer", 1024)
     if buffer < 0:
         msg = f"buffer must be >= 0, not {buffer}"
         raise ValueError(msg)
     channel = _Channel(buffer)
-    run = Run(input, sink=channel.push, request=request, **run_options)
+    run = Run(input, sink=channel.push, **run_options)
     run.pipeline.drain_hook = channel.drain
     return EventStream(agent, run, channel)
 

@@ -489,7 +489,7 @@ class AgentApp:
                 return
             options = {**options, "history": merge_history(stored, input.messages)}
         try:
-            events = checked_stream(self._agent, input, request=request, **options)
+            events = checked_stream(self._agent, input, {**options, "request": request})
         except InvalidInputError as error:  # the client's state is not the app's state type
             await self._reject(send, 422, "invalid state", error.problems, cors=cors)
             return
