@@ -231,8 +231,8 @@ class Entities(Group):
     # ------------------------------------------------------------------ per event
 
     def on_continue(self, event: Any) -> Found:
-        """Check a CONTENT or ARGS event: the hot path, a handful of dict lookups."""
-        tag, eid = event.subagent_run_id, self.id_of(event)
+        """Check a CONTENT event: the hot path, a handful of dict lookups."""
+        tag, eid = event.subagent_run_id, event.message_id  # not id_of: see ToolCalls'
         if self.lane_owners and tag in self.lane_owners:
             return self.lanes.after_closing(event, (tag,), self.check_continue, no_apply)
         if eid in self.opened and (tag is None or self.owners.get(eid) == tag):
@@ -399,6 +399,21 @@ class ToolCalls(Entities):
         # made on first use, so an idle run's verifier holds no empty sets.
         self.started: set[str] | None = None
         self.answered: set[str] | None = None
+
+    def on_continue(self, event: Any) -> Found:
+        """
+        Check a TOOL_CALL_ARGS: `Entities.on_continue` with the tool call's id.
+
+        Spelled out on purpose, like the base's: both read their id attribute
+        directly. One shared method reading it through ``kind.id_of`` made the
+        object path's message write about 3% slower (measured interleaved).
+        """
+        tag, eid = event.subagent_run_id, event.tool_call_id
+        if self.lane_owners and tag in self.lane_owners:
+            return self.lanes.after_closing(event, (tag,), self.check_continue, no_apply)
+        if eid in self.opened and (tag is None or self.owners.get(eid) == tag):
+            return OK
+        return self.check_continue(event)
 
     def check_open(self, event: Any) -> Found:
         found = self.open_problem(
