@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker
+from ambient_runs._reads import Reads
 from ambient_runs._state import operations, send_tracked, tracked_change
 from ambient_runs._wire import check_encodable, frame_template, json_form, lone_surrogate
 from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
@@ -54,20 +55,17 @@ class Handle:
         )
         self._ended = False
 
-    @property
-    def owner(self) -> str | None:
-        """The ``subagentRunId`` every event of this handle carries (None: the parent agent)."""
-        return self._owner
+    owner: Reads[str | None] = Reads(
+        "_owner",
+        "The ``subagentRunId`` the handle's events carry (None: the parent agent).",
+    )
+    ended: Reads[bool] = Reads("_ended", "Whether the handle has been ended.")
 
-    @property
-    def ended(self) -> bool:
-        """Whether the handle has been ended."""
-        return self._ended
-
-    def _open(self, *opening: ev.BaseEvent) -> None:
+    def _open(self, kind: Callable[..., ev.BaseEvent], **fields: Any) -> None:
+        """Send the handle's opening event, a *kind* of *fields* and the handle's owner."""
+        event = kind(**fields, subagent_run_id=self._owner)
         with self._pipeline.lock:
-            for event in opening:
-                self._send(event)
+            self._send(event)
             self._registry[id(self)] = self
 
     def _closing(self) -> bool:
@@ -156,14 +154,7 @@ class MessageHandle(Handle):
         #: The verifier's open text messages and open chunk lanes, by owner (`_template`).
         self._opened: dict[str, str | None] | None = None
         self._lanes: dict[str | None, object] | None = None
-        self._open(
-            ev.TextMessageStartEvent(
-                message_id=message_id,
-                role=role,
-                name=name,
-                subagent_run_id=self._owner,
-            )
-        )
+        self._open(ev.TextMessageStartEvent, message_id=message_id, role=role, name=name)
         history = self._pipeline.history
         #: Where the history keeps this message's text (None: not recorded).
         self._record = None if history is None else history.text_of(message_id)
@@ -296,7 +287,7 @@ class ReasoningHandle(Handle):
         super().__init__(frame)
         self.id = message_id
         self._message_open = False
-        self._open(ev.ReasoningStartEvent(message_id=message_id, subagent_run_id=self._owner))
+        self._open(ev.ReasoningStartEvent, message_id=message_id)
 
     def write(self, delta: str) -> None:
         """
@@ -371,12 +362,10 @@ class ToolCallHandle(Handle):
         self.parent_message_id = parent_message_id
         self.result_message_id = pipeline.new_message_id()
         self._open(
-            ev.ToolCallStartEvent(
-                tool_call_id=call_id,
-                tool_call_name=name,
-                parent_message_id=parent_message_id,
-                subagent_run_id=self._owner,
-            )
+            ev.ToolCallStartEvent,
+            tool_call_id=call_id,
+            tool_call_name=name,
+            parent_message_id=parent_message_id,
         )
 
     def args(self, delta: Any) -> None:

@@ -21,12 +21,15 @@ if TYPE_CHECKING:
     from typing import Self
 
     from ambient_runs._outcomes import ExcInfo
+    from ambient_runs._reads import Reads
     from ambient_runs._scopes import Frame
 
 __all__ = ("Faces", "SpecFaces")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+_new = object.__new__
 
 
 class Faces:
@@ -48,19 +51,26 @@ class Faces:
         _depth: int
         _token: Any
 
-        @property
-        def name(self) -> str: ...
+        name: Reads[str]
 
         def start(self) -> Self: ...
 
-        @property
-        def ended(self) -> bool: ...  # each invocation class has its own
+        def _setup(self, spec: Any) -> None: ...  # fill a fresh invocation of *spec*
+
+        ended: Reads[bool]  # each invocation class has its own
 
         @property
         def spec(self) -> Callable[[Any], Any]: ...  # decorates: a fresh invocation per call
 
     else:
         __slots__ = ()
+
+    @classmethod
+    def _of(cls, spec: Any) -> Self:
+        """A fresh invocation of *spec* (checked already: no `__init__`)."""
+        invocation = _new(cls)
+        invocation._setup(spec)
+        return invocation
 
     def _parent_frame(self) -> Frame:
         """The frame a new scope starts in: a bound one, or the ambient one."""

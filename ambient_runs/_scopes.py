@@ -107,11 +107,7 @@ class Frame:
         self.run = run
         self.pipeline = run.pipeline
         self.registry = run.pipeline.root
-        self.subagent = None
-        self.owner = None
-        self.step = None
-        self.parent = None
-        self.handle = None
+        self.subagent = self.owner = self.step = self.parent = self.handle = None
         self.orphaned = False
 
     def child(

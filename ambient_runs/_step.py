@@ -17,6 +17,7 @@ from ambient_runs import _scopes
 from ambient_runs import events as ev
 from ambient_runs._content import Handle
 from ambient_runs._faces import Faces, SpecFaces
+from ambient_runs._reads import Reads
 from ambient_runs.errors import HandleClosedError, HandleWarning
 
 if TYPE_CHECKING:
@@ -75,12 +76,6 @@ class Step(Faces, Handle):
     def __init__(self, name: str, *, frame: Frame | None = None) -> None:
         self._setup(StepSpec(name, frame))
 
-    @classmethod
-    def _of(cls, spec: StepSpec) -> Step:
-        invocation: Step = _new(cls)
-        invocation._setup(spec)
-        return invocation
-
     def _setup(self, spec: StepSpec) -> None:
         # Not opened yet: `_begin` opens the handle part.
         self._spec = spec
@@ -89,15 +84,10 @@ class Step(Faces, Handle):
         self._entered: Frame | None = None
         self._depth = 0
 
-    @property
-    def spec(self) -> StepSpec:
-        """The frozen template this step was made from (what decorating keeps)."""
-        return self._spec
-
-    @property
-    def name(self) -> str:
-        """The step's name (``stepName``)."""
-        return self._spec.name
+    spec: Reads[StepSpec] = Reads(
+        "_spec", "The frozen template this step was made from (what decorating keeps)."
+    )
+    name: Reads[str] = Reads("_spec.name", "The step's name (``stepName``).")
 
     def start(self) -> Self:
         """Send ``STEP_STARTED`` for the ambient (or bound) owner and return the step."""
@@ -117,7 +107,7 @@ class Step(Faces, Handle):
             )
             return self._entered
         Handle.__init__(self, parent)
-        self._open(ev.StepStartedEvent(step_name=name, subagent_run_id=self._owner))
+        self._open(ev.StepStartedEvent, step_name=name)
         self._entered = parent.with_step(name, self)
         return self._entered
 

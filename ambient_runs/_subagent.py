@@ -33,6 +33,7 @@ from ambient_runs._outcomes import (
     result_json,
     subagent_ending,
 )
+from ambient_runs._reads import Reads
 from ambient_runs._step import Step
 from ambient_runs._wire import frame_pieces
 from ambient_runs.errors import (
@@ -406,13 +407,6 @@ class Subagent(Faces, Emitters, RunAccessors):
             )
         )
 
-    @classmethod
-    def _of(cls, spec: SubagentSpec) -> Subagent:
-        """A fresh invocation of *spec* (checked already: no `__init__`)."""
-        invocation: Subagent = _new(cls)
-        invocation._setup(spec)
-        return invocation
-
     def _setup(self, spec: SubagentSpec) -> None:
         self._spec = spec
         self._id: str | None = spec.id
@@ -430,45 +424,27 @@ class Subagent(Faces, Emitters, RunAccessors):
 
     # ------------------------------------------------------------------ identity
 
-    @property
-    def spec(self) -> SubagentSpec:
-        """The frozen template this invocation was made from (what decorating keeps)."""
-        return self._spec
-
-    @property
-    def name(self) -> str:
-        """The subagent's reusable name."""
-        return self._spec.name
-
-    @property
-    def description(self) -> str | None:
-        """What the subagent does, for display."""
-        return self._spec.description
-
-    @property
-    def parent_tool_call_id(self) -> str | None:
-        """The tool call that spawned this invocation (agents as tools)."""
-        return self._spec.parent_tool_call_id
-
-    @property
-    def parent_message_id(self) -> str | None:
-        """The message holding that tool call."""
-        return self._spec.parent_message_id
-
-    @property
-    def id(self) -> str | None:
-        """The ``subagentRunId`` of this invocation: fixed when it starts (or given)."""
-        return self._id
-
-    @property
-    def started(self) -> bool:
-        """Whether ``SUBAGENT_STARTED`` has gone out."""
-        return self._started
-
-    @property
-    def ended(self) -> bool:
-        """Whether the invocation has been finished, suspended or failed."""
-        return self._ended
+    spec: Reads[SubagentSpec] = Reads(
+        "_spec", "The frozen template this invocation was made from (what decorating keeps)."
+    )
+    name: Reads[str] = Reads("_spec.name", "The subagent's reusable name.")
+    description: Reads[str | None] = Reads(
+        "_spec.description", "What the subagent does, for display."
+    )
+    parent_tool_call_id: Reads[str | None] = Reads(
+        "_spec.parent_tool_call_id",
+        "The tool call that spawned it (agents as tools).",
+    )
+    parent_message_id: Reads[str | None] = Reads(
+        "_spec.parent_message_id", "The message holding that tool call."
+    )
+    id: Reads[str | None] = Reads(
+        "_id", "The ``subagentRunId`` of this invocation: fixed when it starts (or given)."
+    )
+    started: Reads[bool] = Reads("_started", "Whether ``SUBAGENT_STARTED`` has gone out.")
+    ended: Reads[bool] = Reads(
+        "_ended", "Whether the invocation has been finished, suspended or failed."
+    )
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "open" if self._started else "not started"

@@ -90,3 +90,40 @@ class TestHandleReachesTheRun:
             handle = ar.subagent("later")
             with pytest.raises(ar.HandleClosedError, match="not started"):
                 handle.run  # noqa: B018
+
+
+class TestReadOnlyAttributes:
+    """What handles and invocations show of their state reads true and cannot be written."""
+
+    def test_each_reads_its_state_and_refuses_assignment(self) -> None:
+        with ar.Run(make_input(run_id="r")) as run:
+            spec = ar.subagent("worker", description="does work", parent_tool_call_id="c1")
+            with spec as worker, ar.step("plan") as step, ar.message() as message:
+                shown = {
+                    "worker": (worker.name, worker.description, worker.parent_tool_call_id),
+                    "ids": (worker.id, message.owner, step.owner),
+                    "started": (worker.started, worker.ended, message.ended, step.ended),
+                    "step": (step.name, step.spec.name),
+                }
+                for handle, name in [
+                    (worker, "id"),
+                    (worker, "name"),
+                    (worker, "ended"),
+                    (worker, "spec"),
+                    (message, "owner"),
+                    (message, "ended"),
+                    (step, "name"),
+                ]:
+                    with pytest.raises(AttributeError):
+                        setattr(handle, name, "other")
+            assert (worker.ended, message.ended, step.ended) == (True, True, True)
+        assert shown == {
+            "worker": ("worker", "does work", "c1"),
+            "ids": (worker.id, worker.id, worker.id),
+            "started": (True, False, False, False),
+            "step": ("plan", "plan"),
+        }
+        assert worker.id is not None
+        assert worker.id.startswith("r-sub-")
+        assert type(worker).ended.__doc__, "each attribute keeps its documentation"
+        assert run.finished
