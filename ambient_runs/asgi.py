@@ -49,7 +49,9 @@ import attrs
 
 from ambient_runs import events as ev
 from ambient_runs import sse
+from ambient_runs._cors import Cors
 from ambient_runs._detached import Detached, route
+from ambient_runs._reads import Reads
 from ambient_runs._run import Run
 from ambient_runs._stream import (
     Agent,
@@ -301,6 +303,13 @@ class AgentApp:
        *capabilities* and ``GET …/capabilities``; *threads*.
     """
 
+    allow_origins: Reads[frozenset[str]] = Reads(
+        "_cors.origins", "The origins browsers may call from (*allow_origins*); empty: no CORS."
+    )
+    allow_credentials: Reads[bool] = Reads(
+        "_cors.credentials", "Whether cross-origin calls may carry credentials."
+    )
+
     def __init__(
         self,
         agent: Agent,
@@ -346,16 +355,6 @@ class AgentApp:
             if owned in run_options:
                 msg = f"AgentApp owns the run's {owned} (the HTTP exchange); do not pass {owned}="
                 raise TypeError(msg)
-        if isinstance(allow_origins, str):
-            allow_origins = (allow_origins,)
-        origins = frozenset(allow_origins)
-        for origin in origins:
-            if origin != "*" and not _is_origin(origin):
-                msg = (
-                    f"allow_origins holds {origin!r}, which is not an origin: write "
-                    "'scheme://host[:port]' with no path or trailing slash, or '*'"
-                )
-                raise ValueError(msg)
         options = {k: v for k, v in run_options.items() if k != "buffer"}
         inspect.signature(Run).bind(None, **options)  # a typo fails now, not per request
         self.agent = agent
@@ -366,8 +365,7 @@ class AgentApp:
         self.body_timeout = body_timeout
         self.max_problems = max_problems
         self.keep_alive = keep_alive
-        self.allow_origins = origins
-        self.allow_credentials = allow_credentials
+        self._cors = Cors.of(allow_origins, allow_credentials)
         self.run_options = run_options
         self.store = store
         self._detached = (
@@ -424,7 +422,7 @@ class AgentApp:
         _running_loop("ambient_runs.asgi.AgentApp")
         request = Request.from_scope(scope)
         headers = request.headers
-        cors = self._cors_headers(headers.get("origin"))
+        cors = self._cors.headers(headers.get("origin"))
         method = request.method
         if method == "OPTIONS" and "access-control-request-method" in headers:
             await self._preflight(send, headers, cors)
@@ -441,7 +439,7 @@ class AgentApp:
             return
         if method != "POST":
             detail = f"{method} is not allowed; POST a JSON RunAgentInput"
-            allow = b"POST, OPTIONS" if self.allow_origins else b"POST"
+            allow = b"POST, OPTIONS" if self._cors.origins else b"POST"
             await self._reject(
                 send, 405, "method not allowed", [detail], [(b"allow", allow)], cors
             )
@@ -523,28 +521,11 @@ class AgentApp:
 
     # ------------------------------------------------------------------ cors
 
-    def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
-        """The CORS headers every response to *origin* carries (none if not allowed)."""
-        if origin is None or not self.allow_origins:
-            return []
-        if origin in self.allow_origins:
-            allowed = origin
-        elif "*" in self.allow_origins:
-            allowed = origin if self.allow_credentials else "*"
-        else:
-            return []
-        headers = [(b"access-control-allow-origin", allowed.encode("latin-1"))]
-        if allowed != "*":
-            headers.append((b"vary", b"origin"))
-        if self.allow_credentials:
-            headers.append((b"access-control-allow-credentials", b"true"))
-        return headers
-
     async def _preflight(
         self, send: _Send, headers: Headers, cors: list[tuple[bytes, bytes]]
     ) -> None:
         """Answer a CORS preflight: 204 for an allowed origin asking to POST, else 403/405."""
-        if not self.allow_origins:
+        if not self._cors.origins:
             detail = "OPTIONS is not allowed: this endpoint has no allow_origins (CORS)"
             await self._reject(send, 405, "method not allowed", [detail], [(b"allow", b"POST")])
             return
@@ -726,16 +707,6 @@ def _is_capabilities(scope: _Scope) -> bool:
     path = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
     path = path.partition("?")[0].rstrip("/")
     return path == "capabilities" or path.endswith("/capabilities")
-
-
-def _is_origin(value: str) -> bool:
-    """Whether *value* is ``scheme://host[:port]`` and nothing more."""
-    scheme, sep, rest = value.partition("://")
-    return (
-        bool(scheme and sep and rest)
-        and not any(c in rest for c in "/?#")
-        and rest == rest.strip()
-    )
 
 
 def _content_type_problem(value: str | None) -> str | None:

@@ -86,3 +86,11 @@ class TestPreflight:
         """'https://app.example/' would never match a browser's Origin: say so at once."""
         with pytest.raises(ValueError, match="not an origin"):
             AgentApp(lambda run: None, allow_origins=[origin])
+
+    def test_the_policy_reads_back_and_cannot_be_changed_after_construction(self) -> None:
+        """One string is one origin; the checked policy is what every request is judged by."""
+        app = AgentApp(lambda run: None, allow_origins=APP, allow_credentials=True)
+        assert (app.allow_origins, app.allow_credentials) == (frozenset({APP}), True)
+        with pytest.raises(AttributeError):
+            app.allow_origins = frozenset({"*"})
+        assert AgentApp(lambda run: None).allow_origins == frozenset()
