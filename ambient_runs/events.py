@@ -25,6 +25,13 @@ which its registry (`EVENT_CLASSES`, `MESSAGE_CLASSES`, …) and this module's
 read those. Split by family, the classes would import each other both ways
 (events hold messages, messages hold parts, the input holds messages).
 
+Why its declarations look alike: many protocol records have the same shape
+(a message id and a delta; a name, an encrypted value, metadata and content),
+so a line-shape comparison (the ``duplicates`` tool) pairs them. They are
+schema, not logic, and they stay spelled out: folding records of one shape into
+a shared base would put the base's fields first (attrs orders inherited fields
+before a class's own) and break the official field order the bytes follow.
+
 Adding an event type: add its `EventType` member, its class (``TYPE``, a
 ``type`` discriminator, fields in the official model's order) and its name in
 the `Event` union. Everything else here follows; the verifier needs its rule.
