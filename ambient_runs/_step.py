@@ -50,9 +50,6 @@ class StepSpec(SpecFaces["Step"]):
         return Step._of(self)
 
 
-_new = object.__new__
-
-
 class Step(Faces, Handle):
     """
     A named step: ``STEP_STARTED`` on entry, ``STEP_FINISHED`` on exit.

@@ -232,7 +232,7 @@ class Entities(Group):
 
     def on_continue(self, event: Any) -> Found:
         """Check a CONTENT event: the hot path, a handful of dict lookups."""
-        tag, eid = event.subagent_run_id, event.message_id  # not id_of: see ToolCalls'
+        tag, eid = event.subagent_run_id, event.message_id  # directly: see ToolCalls.on_continue
         if self.lane_owners and tag in self.lane_owners:
             return self.lanes.after_closing(event, (tag,), self.check_continue, no_apply)
         if eid in self.opened and (tag is None or self.owners.get(eid) == tag):
