@@ -18,8 +18,10 @@ Candidates, each calling and awaiting a decorated (or wrapped) no-op coroutine
 - ``contextvar``: a bare ``ContextVar`` set and reset around the awaited call;
 - ``plain``: the undecorated coroutine awaited (the loop's own overhead).
 
-Target: ambient_runs ≤ 0.2x OpenTelemetry. The ``floor / opentelemetry`` figure
-says how far under that line the two event objects alone leave room for.
+Reported, not judged. Issue 12 moved the ``@subagent`` target (≤ 0.2x
+OpenTelemetry) to the byte path a served run takes (`benchmarks.bench_bytes`)
+and asks for this object-sink figure beside it. The ``floor / opentelemetry``
+figure says how much of a span the two event objects alone cost.
 """
 
 from __future__ import annotations
@@ -144,7 +146,6 @@ async def _run(n_calls: int, rounds: int) -> dict[str, Any]:
             figure(
                 "scope: ambient_runs / opentelemetry",
                 ratios(samples, "ambient_runs", "opentelemetry"),
-                target=("<=", 0.2),
             ),
             figure("scope: ambient_runs / floor", ratios(samples, "ambient_runs", "floor")),
             figure("scope: floor / opentelemetry", ratios(samples, "floor", "opentelemetry")),
