@@ -14,6 +14,7 @@ error on the slotted classes that use it.
 from __future__ import annotations
 
 from operator import attrgetter
+from types import GenericAlias
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 __all__ = ("Reads",)
@@ -44,5 +45,6 @@ else:
             super().__init__(attrgetter(private))
             self.__doc__ = doc
 
-        def __class_getitem__(cls, item):
-            return cls  # ``Reads[str]`` in an annotation that something evaluates
+        # ``Reads[str]`` where an annotation is evaluated (`typing.get_type_hints`), as the
+        # builtin containers spell it.
+        __class_getitem__ = classmethod(GenericAlias)

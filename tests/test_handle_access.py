@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import typing
 
 import pytest
 from helpers import said
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs._reads import Reads
 from ambient_runs.testing import assert_valid, make_input
 
 
@@ -126,4 +128,6 @@ class TestReadOnlyAttributes:
         assert worker.id is not None
         assert worker.id.startswith("r-sub-")
         assert type(worker).ended.__doc__, "each attribute keeps its documentation"
+        # Evaluated annotations keep the type read (`typing.get_type_hints`, as cattrs does).
+        assert typing.get_type_hints(ar.Subagent)["started"] == Reads[bool]
         assert run.finished
