@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ambient_runs import events as ev
 from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
+from ambient_runs._reads import Reads
 from ambient_runs._usage import UsageTotals
 from ambient_runs._wire import ENCODABLE, check_encodable
 from ambient_runs.errors import ProtocolError
@@ -375,10 +376,9 @@ class Pipeline:
             batch = nxt
         return batch
 
-    @property
-    def transformers(self) -> tuple[Transformer, ...]:
-        """The transformers every event goes through, in order."""
-        return self._transformers
+    transformers: Reads[tuple[Transformer, ...]] = Reads(
+        "_transformers", "The transformers every event goes through, in order."
+    )
 
     def set_frame_sink(self, sink: Callable[[bytes], object]) -> None:
         """

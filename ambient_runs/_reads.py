@@ -1,8 +1,9 @@
 """
 `Reads`: a public read-only attribute that reads a private one.
 
-Handles and invocations show their state (``owner``, ``ended``, ``id``, what
-their spec holds) as read-only attributes over private slots. Written as
+The package shows state (a handle's ``owner`` and ``ended``, an invocation's
+``id`` and what its spec holds, a pipeline's transformers) as read-only
+attributes over private slots. Written as
 ``@property`` methods, each is four lines saying ``return self._x`` and a
 Python frame per read; `Reads` says it in one line and reads at C speed (a
 `property` over `operator.attrgetter`, which follows dotted paths such as
