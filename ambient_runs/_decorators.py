@@ -47,6 +47,9 @@ __all__ = ("decorate",)
 
 _log = logging.getLogger("ambient_runs")
 
+# The var's own methods, read once: a decorated call's hot path.
+_current, _enter, _reset = _scopes.current, _scopes.enter, _scopes.reset
+
 
 class _Invocation(Protocol):
     """What a decorated call needs of its invocation, its frame's ``handle``: an ending."""
@@ -103,17 +106,27 @@ def _failed(token: Any, frame: _scopes.Frame, exc: BaseException) -> None:
 def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        parent = _scopes.current()
+        parent = _current()
         if parent is None:
             return fn(*args, **kwargs)
         frame = start(parent)
-        token = _scopes.enter(frame)
+        token = _enter(frame)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             _failed(token, frame, exc)
             raise
-        _scopes.leave(token, frame, "scope")
+        # `_scopes.leave`'s common case inline: its frame is current, in its Context.
+        if _current() is frame:
+            try:
+                _reset(token)
+            except ValueError:
+                _scopes.leave(token, frame, "scope")
+            else:
+                if parent.orphaned:  # what the reset restored: never current again
+                    _scopes.revive()
+        else:
+            _scopes.leave(token, frame, "scope")
         frame.handle._finish(None, result)
         return result
 
@@ -123,17 +136,27 @@ def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
 def _decorate_coroutine(fn: Callable[..., Any], start: Start) -> Any:
     @functools.wraps(fn)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        parent = _scopes.current()
+        parent = _current()
         if parent is None:
             return await fn(*args, **kwargs)
         frame = start(parent)
-        token = _scopes.enter(frame)
+        token = _enter(frame)
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
             _failed(token, frame, exc)
             raise
-        _scopes.leave(token, frame, "scope")
+        # `_scopes.leave`'s common case inline: its frame is current, in its Context.
+        if _current() is frame:
+            try:
+                _reset(token)
+            except ValueError:
+                _scopes.leave(token, frame, "scope")
+            else:
+                if parent.orphaned:  # what the reset restored: never current again
+                    _scopes.revive()
+        else:
+            _scopes.leave(token, frame, "scope")
         frame.handle._finish(None, result)
         return result
 

@@ -157,7 +157,7 @@ class Pipeline:
         "scopes",
         "state",
         "subagent_numbers",
-        "subagent_prefix",
+        "subagent_plain",
         "subagent_view",
         "terminal",
         "usage",
@@ -219,8 +219,9 @@ class Pipeline:
         #: path reads to verify a delta by construction; None when nothing verifies.
         self.content_view: Any = None
         # The byte path of subagents (``_subagent``): a decorated call's two frames.
-        #: The JSON of ``"<run id>-sub-``, made by the first call that uses it (None before).
-        self.subagent_prefix: str | None = None
+        #: Whether the ids the run mints need no escaping in JSON (``_subagent._plain_ids``),
+        #: worked out by the first call that needs it (None before).
+        self.subagent_plain: bool | None = None
         #: The verifier's subagents (``_verify_entities.Subagents``), kept by construction
         #: on the byte path; None when nothing verifies.
         self.subagent_view: Any = None

@@ -81,14 +81,38 @@ def _pieces(event: ev.BaseEvent, *fields: str) -> tuple[str, ...]:
     return pieces
 
 
-#: A plain SUBAGENT_FINISHED's frame around its id's JSON, the same for every invocation.
-_FINISHED_HEAD, _FINISHED_TAIL = _pieces(_subagent_finished("-", None), "subagent_run_id")
+def _quoted(pieces: tuple[str, ...]) -> tuple[str, ...]:
+    """
+    *pieces* with the quotes of the JSON strings between them moved in.
+
+    What goes between two pieces is then a string's escaped text (`_inner`):
+    for an id the run minted, the id itself (`_plain_ids`), with no
+    allocation to escape it.
+    """
+    if len(pieces) == 2:
+        return (f'{pieces[0]}"', f'"{pieces[1]}')
+    return (f'{pieces[0]}"', f'"{pieces[1]}"', f'"{pieces[2]}')
 
 
-def _id_prefix(pipeline: Pipeline) -> str:
-    """The JSON of ``"<run id>-sub-``: a minted id's JSON is it, the number and a quote."""
-    prefix = pipeline.subagent_prefix = _encode_str(f"{pipeline.run_id}-sub-")[:-1]
-    return prefix
+#: A plain SUBAGENT_FINISHED's frame around its id's text, the same for every invocation.
+_FINISHED_HEAD, _FINISHED_TAIL = _quoted(_pieces(_subagent_finished("-", None), "subagent_run_id"))
+
+
+def _inner(text: str) -> str:
+    """The escaped text of *text* in JSON: its string's JSON without the quotes."""
+    return _encode_str(text)[1:-1]
+
+
+def _plain_ids(pipeline: Pipeline) -> bool:
+    """
+    Whether the ids *pipeline*'s run mints are their own escaped text in JSON.
+
+    True unless the run id holds a quote, a backslash or a control character.
+    Worked out once per run, by the first call that needs it.
+    """
+    prefix = f"{pipeline.run_id}-sub-"
+    plain = pipeline.subagent_plain = _inner(prefix) == prefix
+    return plain
 
 
 _OPTIONAL_TEXT = (
@@ -230,14 +254,15 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 n = next(pipeline.subagent_numbers)
                 run_id = pipeline.run_id
                 sid = invocation._id = f"{run_id}-sub-{n}"
-                head = pipeline.subagent_prefix or _id_prefix(pipeline)
+                plain = pipeline.subagent_plain
+                if plain is None:
+                    plain = _plain_ids(pipeline)
+                mine = sid if plain else _inner(sid)
                 if host is None:
-                    data = f'{pieces[0]}{head}{n}"{pieces[1]}'.encode()
-                elif host._n:  # minted here too: its JSON is the same prefix and its number
-                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{head}{host._n}"{pieces[4]}'.encode()
-                else:
-                    theirs = _encode_str(owner or "")
-                    data = f'{pieces[2]}{head}{n}"{pieces[3]}{theirs}{pieces[4]}'.encode()
+                    data = f"{pieces[0]}{mine}{pieces[1]}".encode()
+                else:  # a host minted here too is its own escaped text as well
+                    theirs = owner if plain and host._n else _inner(owner or "")
+                    data = f"{pieces[2]}{mine}{pieces[3]}{theirs}{pieces[4]}".encode()
                 view = pipeline.subagent_view
                 if view is None or view.open_minted(sid, n, owner, run_id):
                     frames(data)
@@ -245,7 +270,16 @@ class SubagentSpec(SpecFaces["Subagent"]):
                     framed = True
             if sid is None:
                 sid = invocation._id = pipeline.new_subagent_run_id()
-            frame = invocation._frame = parent.child(invocation, children, invocation, sid, None)
+            # `parent.child(invocation, children, invocation, sid, None)`, inlined.
+            frame = invocation._frame = _new(_scopes.Frame)
+            frame.run = parent.run
+            frame.pipeline = pipeline
+            frame.registry = children
+            frame.subagent = frame.handle = invocation
+            frame.owner = sid
+            frame.step = None
+            frame.parent = parent
+            frame.orphaned = False
             if not framed:
                 pipeline.send(
                     _subagent_started(
@@ -279,7 +313,10 @@ class SubagentSpec(SpecFaces["Subagent"]):
             links = (self.parent_tool_call_id, self.parent_message_id)
             top = _pieces(_subagent_started("-", *fixed, None, *links), "subagent_run_id")
             nested = _subagent_started("-", *fixed, "-", *links)
-            found = (*top, *_pieces(nested, "subagent_run_id", "parent_subagent_run_id"))
+            found = (
+                *_quoted(top),
+                *_quoted(_pieces(nested, "subagent_run_id", "parent_subagent_run_id")),
+            )
             try:
                 "".join(found).encode()
             except UnicodeEncodeError:  # a lone surrogate: the object path refuses it
@@ -525,14 +562,9 @@ class Subagent(Faces, Emitters, RunAccessors):
                 frames = pipeline.frames
                 data = None
                 if frames is not None:
-                    n = self._n
+                    mine = sid if self._n and pipeline.subagent_plain else _inner(sid)
                     try:
-                        if n:
-                            head = pipeline.subagent_prefix
-                            data = f'{_FINISHED_HEAD}{head}{n}"{_FINISHED_TAIL}'.encode()
-                        else:
-                            mine = _encode_str(sid)
-                            data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
+                        data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
                     except UnicodeEncodeError:  # an id a transformer hid from the checks
                         data = None
                 view = pipeline.subagent_view

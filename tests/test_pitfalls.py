@@ -29,7 +29,7 @@ from helpers import body, said
 from starlette.concurrency import iterate_in_threadpool
 
 import ambient_runs as ar
-from ambient_runs import _scopes
+from ambient_runs import _decorators, _scopes
 from ambient_runs import events as ev
 from ambient_runs.testing import assert_valid, make_input
 
@@ -889,7 +889,8 @@ class TestLifecycle:
         def stepped(n: int) -> int:
             return n + 2
 
-        monkeypatch.setattr(_scopes, "current", counting)
+        # The wrappers read the frame through their module's alias of `_scopes.current`.
+        monkeypatch.setattr(_decorators, "_current", counting)
 
         assert (2, 3) == (plain(1), stepped(1))
         assert 2 == reads
