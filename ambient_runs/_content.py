@@ -66,7 +66,7 @@ class Handle:
         event = kind(**fields, subagent_run_id=self._owner)
         with self._pipeline.lock:
             self._send(event)
-            self._registry[id(self)] = self
+            self._registry[self] = self
 
     def _closing(self) -> bool:
         """Mark the handle ended; False (after a warning) when it already was."""
@@ -76,7 +76,7 @@ class Handle:
             )
             return False
         self._ended = True
-        self._registry.pop(id(self), None)
+        self._registry.pop(self, None)
         return True
 
     def _check_open(self) -> None:

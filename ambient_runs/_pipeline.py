@@ -116,8 +116,12 @@ class _Unchecked(enum.Enum):
 UNCHECKED: Final = _Unchecked.UNCHECKED
 """`Pipeline.send`'s default *text*: the event gets the encodability check."""
 
-Registry = dict[int, OpenHandle]
-"""The open handles of one scope, by ``id(handle)``, in opening order."""
+Registry = dict[OpenHandle, OpenHandle]
+"""
+The open handles of one scope, in opening order: each is its own key.
+
+Handles hash by identity, in C: no ``id()`` and no int made per open and close.
+"""
 
 
 class Pipeline:

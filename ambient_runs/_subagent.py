@@ -291,7 +291,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
                         self.parent_message_id,
                     )
                 )
-            registry[id(invocation)] = invocation
+            registry[invocation] = invocation
             pipeline.scopes.setdefault(sid, children)
         finally:
             lock.release()
@@ -576,7 +576,7 @@ class Subagent(Faces, Emitters, RunAccessors):
                 pipeline.send(event)
             registry = self._registry
             if registry is not None:
-                registry.pop(id(self), None)
+                registry.pop(self, None)
             scopes = pipeline.scopes
             if scopes.get(sid) is children:
                 del scopes[sid]
