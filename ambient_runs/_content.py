@@ -48,7 +48,7 @@ class Handle:
         pipeline = self._pipeline = frame.pipeline
         self._send = pipeline.send
         self._owner = frame.owner
-        subagent = frame.subagent
+        subagent = frame.host
         # An orphan (opened in a subagent that has ended) joins the nearest open scope.
         self._registry: Registry = (
             frame.registry if subagent is None or not subagent.ended else frame.open_registry()

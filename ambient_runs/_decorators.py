@@ -100,7 +100,7 @@ def decorate(fn: Any, start: Start) -> Any:
 def _failed(token: Any, frame: _scopes.Frame, exc: BaseException) -> None:
     """The body of a call raised *exc*: leave its scope, and end it the way it ended."""
     _scopes.leave(token, frame, "scope")
-    safely(frame.handle._finish, exc)
+    safely(frame._finish, exc)
 
 
 def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
@@ -127,7 +127,7 @@ def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
                     _scopes.revive()
         else:
             _scopes.leave(token, frame, "scope")
-        frame.handle._finish(None, result)
+        frame._finish(None, result)  # a subagent's frame is its invocation: no hop
         return result
 
     return wrapper
@@ -157,7 +157,7 @@ def _decorate_coroutine(fn: Callable[..., Any], start: Start) -> Any:
                     _scopes.revive()
         else:
             _scopes.leave(token, frame, "scope")
-        frame.handle._finish(None, result)
+        frame._finish(None, result)  # a subagent's frame is its invocation: no hop
         return result
 
     return wrapper

@@ -299,7 +299,7 @@ def current_subagent() -> Subagent | None:
     .. versionadded:: 0.1.0
     """
     frame = _scopes.current()
-    return None if frame is None else frame.subagent
+    return None if frame is None else frame.host
 
 
 def current_step() -> str | None:
@@ -309,7 +309,7 @@ def current_step() -> str | None:
     .. versionadded:: 0.1.0
     """
     frame = _scopes.current()
-    return None if frame is None else frame.step
+    return None if frame is None else frame.step_name
 
 
 def state() -> Any:

@@ -167,7 +167,8 @@ def interrupt(
     refuse_reserved_metadata(metadata, "Interrupt")
     base = frame.pipeline.new_interrupt_id()
     owner = frame.owner
-    name = frame.subagent.name if frame.subagent is not None else None
+    host = frame.host
+    name = host.name if host is not None else None
     if owner is not None and isinstance(name, str):
         base = _ID_SEPARATOR.join((base, _quote(owner), _quote(name)))
     return ev.Interrupt(

@@ -53,6 +53,7 @@ from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
     from ambient_runs._history import History, Text
+    from ambient_runs._run import Run
     from ambient_runs._state import RunState
 
 __all__ = (
@@ -157,6 +158,7 @@ class Pipeline:
         "message_owners",
         "pending_interrupts",
         "root",
+        "run",
         "run_id",
         "scopes",
         "state",
@@ -169,6 +171,7 @@ class Pipeline:
 
     def __init__(
         self,
+        run: Run,
         run_id: str,
         sink: Sink,
         transformers: Sequence[Transformer],
@@ -176,6 +179,8 @@ class Pipeline:
         taps: Sequence[Sink],
         state: RunState,
     ) -> None:
+        #: The run this pipeline serves (what a frame's ``run`` reads).
+        self.run = run
         self.run_id = run_id
         self._sink = sink
         self._transformers = tuple(transformers)

@@ -29,7 +29,7 @@ from ambient_runs._outcomes import (
     safely,
 )
 from ambient_runs._pipeline import Pipeline, Sink, Transformer
-from ambient_runs._scopes import Frame
+from ambient_runs._scopes import Frame, PlainFrame
 from ambient_runs._state import initial_state
 from ambient_runs._subagent import Emitters
 from ambient_runs.errors import ProtocolError, RunCancelledError
@@ -246,6 +246,7 @@ class Run(Emitters, RunAccessors):
         #: transform, verify, sink, taps and open handles. Package-internal: its
         #: interface may change; use the run's own methods.
         self.pipeline = Pipeline(
+            self,
             input.run_id,
             self._log if self._log is not None else sink,  # type: ignore[arg-type]
             transformers,
@@ -368,7 +369,7 @@ class Run(Emitters, RunAccessors):
             msg = "a Run is entered once; make a new Run for a new run"
             raise RuntimeError(msg)
         self._started = True
-        self._root = Frame(self)
+        self._root = PlainFrame(self)
         self._token = _scopes.enter(self._root)
         try:
             self.pipeline.send(

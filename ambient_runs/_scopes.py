@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Frame",
+    "PlainFrame",
     "add_run_hook",
     "add_tap",
     "bind",
@@ -69,79 +70,61 @@ class Frame:
     """
     What is ambient at one point of the program: a run, a subagent, a step.
 
-    Immutable by convention (slots, no setters); build a new one with
-    `child` or `with_step`. A frame knows the frame it was entered
-    from (*parent*) and the handle whose end ends it (*handle*: a subagent or a
-    step invocation; None for the run's root frame), so `leave` can tell a live
-    frame from a dead one. The one mutable bit, *orphaned*, records that the
-    frame's scope was left without its token being reset (out of order, or in
-    another Context): such a frame must never become current again by a later
-    reset.
+    Immutable by convention once entered (slots, no setters). A frame knows
+    the frame it was entered from (*parent*) and the handle whose end ends it
+    (*handle*: a subagent or a step invocation; None for the run's root
+    frame), so `leave` can tell a live frame from a dead one. The one mutable
+    bit, *orphaned*, records that the frame's scope was left without its token
+    being reset (out of order, or in another Context): such a frame must never
+    become current again by a later reset.
+
+    Two kinds: a subagent invocation is its own frame (`Subagent` is a
+    `Frame`: one object per decorated call, its *handle* and *host* itself),
+    and a `PlainFrame` is the run's root or a step's (`with_step`).
     """
 
-    __slots__ = (
-        "handle",
-        "orphaned",
-        "owner",
-        "parent",
-        "pipeline",
-        "registry",
-        "run",
-        "step",
-        "subagent",
-    )
+    __slots__ = ("orphaned", "owner", "parent", "pipeline", "registry", "step_name")
 
-    run: Run
-    #: The run's event pipeline (`Run.pipeline`): where this frame's events go.
-    pipeline: Pipeline
-    #: Where handles opened in this frame are registered: its scope's open handles.
-    registry: Registry
-    subagent: Subagent | None
-    #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
-    owner: str | None
-    step: str | None
-    parent: Frame | None
-    handle: Any
-    orphaned: bool
+    # Declared for the type checker only: evaluated, these annotations would name
+    # classes this module cannot import (`typing.get_type_hints` of a `Subagent`).
+    if TYPE_CHECKING:
+        #: The run's event pipeline (`Run.pipeline`): where this frame's events go.
+        pipeline: Pipeline
+        #: Where handles opened in this frame are registered: its scope's open handles.
+        registry: Registry
+        #: The ``subagentRunId`` events emitted in this frame carry (None: the parent agent).
+        owner: str | None
+        #: The current step's name (None: no step).
+        step_name: str | None
+        parent: Frame | None
+        orphaned: bool
+        #: The subagent invocation the frame's events are attributed to (None: the parent
+        #: agent). A slot of `PlainFrame`; a `Subagent` is its own.
+        host: Subagent | None
+        #: The invocation whose end ends this frame (None: the root frame's run).
+        handle: Any
 
-    def __init__(self, run: Run) -> None:
-        """The root frame of *run*: the parent agent, no step."""
-        self.run = run
-        self.pipeline = run.pipeline
-        self.registry = run.pipeline.root
-        self.subagent = self.owner = self.step = self.parent = self.handle = None
-        self.orphaned = False
+    @property
+    def run(self) -> Run:
+        """The run this frame belongs to."""
+        return self.pipeline.run
 
-    def child(
-        self,
-        handle: Any,
-        registry: Registry,
-        subagent: Subagent | None,
-        owner: str | None,
-        step: str | None,
-    ) -> Frame:
-        """
-        Return a frame entered from this one, which *handle*'s end ends.
+    def _finish(self, exc: BaseException | None, result: Any = None) -> None:
+        """End the scope this frame stands for, the way its body ended (its handle's)."""
+        self.handle._finish(exc, result)
 
-        Attributed to *subagent*, whose id is *owner*, in *step*; the handles
-        opened in it are registered in *registry*. One call builds it: every
-        subagent invocation makes one (`with_step` for a step).
-        """
-        child = _new_frame(Frame)
-        child.run = self.run
+    def with_step(self, step: str, handle: Any = None) -> Frame:
+        """Return a frame entered from this one, in *step* (*handle*: the `Step` that ends it)."""
+        child = _new_frame(PlainFrame)
         child.pipeline = self.pipeline
-        child.registry = registry
-        child.subagent = subagent
-        child.owner = owner
-        child.step = step
+        child.registry = self.registry
+        child.host = self.host
+        child.owner = self.owner
+        child.step_name = step
         child.parent = self
         child.handle = handle
         child.orphaned = False
         return child
-
-    def with_step(self, step: str, handle: Any = None) -> Frame:
-        """Return this frame with *step* as the current step (*handle*: the `Step`)."""
-        return self.child(handle, self.registry, self.subagent, self.owner, step)
 
     def open_registry(self) -> Registry:
         """
@@ -156,8 +139,8 @@ class Frame:
         """
         frame: Frame | None = self
         while frame is not None:
-            subagent = frame.subagent
-            if subagent is None or not subagent.ended:
+            host = frame.host
+            if host is None or not host.ended:
                 return frame.registry
             frame = frame.parent
         return self.pipeline.root
@@ -171,7 +154,27 @@ class Frame:
         return bool(handle.ended)
 
     def __repr__(self) -> str:
-        return f"Frame(run={self.run.run_id!r}, owner={self.owner!r}, step={self.step!r})"
+        return (
+            f"{type(self).__name__}(run={self.pipeline.run_id!r}, owner={self.owner!r}, "
+            f"step={self.step_name!r})"
+        )
+
+
+class PlainFrame(Frame):
+    """A frame that is not itself an invocation: the run's root, or a step's (`with_step`)."""
+
+    __slots__ = ("handle", "host")
+
+    if TYPE_CHECKING:
+        host: Subagent | None
+        handle: Any
+
+    def __init__(self, run: Run) -> None:
+        """The root frame of *run*: the parent agent, no step."""
+        self.pipeline = run.pipeline
+        self.registry = run.pipeline.root
+        self.host = self.owner = self.step_name = self.parent = self.handle = None
+        self.orphaned = False
 
 
 _new_frame = object.__new__

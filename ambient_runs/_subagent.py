@@ -229,22 +229,24 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 pieces = self._frames_of()
         else:
             pieces = ()
-        pipeline = invocation._pipeline = parent.pipeline
-        invocation._run = parent.run
+        # The invocation is its own frame: entered from *parent*, no step yet.
+        pipeline = invocation.pipeline = parent.pipeline
+        invocation.parent = parent
+        invocation.step_name = None
+        invocation.orphaned = False
         invocation._started = True
         invocation._ended = False
         invocation._depth = 0
         invocation._token = None
         owner = parent.owner
-        host = parent.subagent
+        host = parent.host
         # An orphan (started in a subagent that has ended) joins the nearest open scope.
-        registry = invocation._registry = (
+        home = invocation._home = (
             parent.registry if host is None or not host._ended else parent.open_registry()
         )
         children: Registry = {}
-        invocation._children = children
-        sid = invocation._id = self.id
-        invocation._n = 0
+        invocation.registry = children
+        sid = self.id
         lock = pipeline.lock
         lock.acquire()
         try:
@@ -253,7 +255,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
             if pieces and sid is None and frames is not None:
                 n = next(pipeline.subagent_numbers)
                 run_id = pipeline.run_id
-                sid = invocation._id = f"{run_id}-sub-{n}"
+                sid = f"{run_id}-sub-{n}"
                 plain = pipeline.subagent_plain
                 if plain is None:
                     plain = _plain_ids(pipeline)
@@ -266,21 +268,12 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 view = pipeline.subagent_view
                 if view is None or view.open_minted(sid, n, owner, run_id):
                     frames(data)
-                    invocation._n = n
                     framed = True
-            if sid is None:
-                sid = invocation._id = pipeline.new_subagent_run_id()
-            # `parent.child(invocation, children, invocation, sid, None)`, inlined.
-            frame = invocation._frame = _new(_scopes.Frame)
-            frame.run = parent.run
-            frame.pipeline = pipeline
-            frame.registry = children
-            frame.subagent = frame.handle = invocation
-            frame.owner = sid
-            frame.step = None
-            frame.parent = parent
-            frame.orphaned = False
             if not framed:
+                invocation._n = 0
+                if sid is None:
+                    sid = pipeline.new_subagent_run_id()
+                invocation.owner = sid
                 pipeline.send(
                     _subagent_started(
                         sid,
@@ -291,11 +284,14 @@ class SubagentSpec(SpecFaces["Subagent"]):
                         self.parent_message_id,
                     )
                 )
-            registry[invocation] = invocation
+            else:
+                invocation._n = n
+                invocation.owner = sid
+            home[invocation] = invocation
             pipeline.scopes.setdefault(sid, children)
         finally:
             lock.release()
-        return frame
+        return invocation
 
     def _frames_of(self) -> tuple[str, ...]:
         """
@@ -358,7 +354,7 @@ class Emitters(ContentEmitters):
 _new = object.__new__
 
 
-class Subagent(Faces, Emitters, RunAccessors):
+class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
     """
     One subagent invocation, and the scope that attributes events to it.
 
@@ -404,21 +400,7 @@ class Subagent(Faces, Emitters, RunAccessors):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_children",
-        "_depth",
-        "_ended",
-        "_frame",
-        "_id",
-        "_n",
-        "_pipeline",
-        "_registry",
-        "_run",
-        "_spec",
-        "_started",
-        "_token",
-    )
+    __slots__ = ("__weakref__", "_depth", "_ended", "_home", "_n", "_spec", "_started", "_token")
     _what = "subagent"
 
     def __init__(
@@ -446,14 +428,13 @@ class Subagent(Faces, Emitters, RunAccessors):
 
     def _setup(self, spec: SubagentSpec) -> None:
         self._spec = spec
-        self._id: str | None = spec.id
-        #: The *n* of `_id` when the byte path minted it (``<run id>-sub-<n>``), else 0.
+        self.owner = spec.id
+        #: The *n* of `owner` when the byte path minted it (``<run id>-sub-<n>``), else 0.
         self._n = 0
-        self._pipeline: Pipeline | None = None
-        self._run: Run | None = None
-        self._frame: Frame | None = None
-        self._registry: Registry | None = None
-        self._children: Registry = {}
+        #: Its own frame's registry: the handles opened inside it.
+        self.registry = {}
+        #: The registry it is open in (its parent scope's), once started.
+        self._home: Registry | None = None
         self._started = False
         self._ended = False
         self._depth = 0
@@ -476,7 +457,7 @@ class Subagent(Faces, Emitters, RunAccessors):
         "_spec.parent_message_id", "The message holding that tool call."
     )
     id: Reads[str | None] = Reads(
-        "_id", "The ``subagentRunId`` of this invocation: fixed when it starts (or given)."
+        "owner", "The ``subagentRunId`` of this invocation: fixed when it starts (or given)."
     )
     started: Reads[bool] = Reads("_started", "Whether ``SUBAGENT_STARTED`` has gone out.")
     ended: Reads[bool] = Reads(
@@ -485,25 +466,26 @@ class Subagent(Faces, Emitters, RunAccessors):
 
     def __repr__(self) -> str:
         state = "ended" if self._ended else "open" if self._started else "not started"
-        return f"<Subagent {self._spec.name!r} id={self._id!r} {state}>"
+        return f"<Subagent {self._spec.name!r} id={self.owner!r} {state}>"
 
     # ------------------------------------------------------------------ lifecycle
 
     def _begin(self, parent: Frame) -> Frame:
         spec = self._spec
         if self._started:
-            if self._frame is None:  # ended, and its frame released (see `_release`)
+            if self._started_frame() is None:  # ended, and no `with` block is inside it
                 msg = (
-                    f"subagent {spec.name!r} ({self._id}) has ended and cannot be entered again; "
+                    f"subagent {spec.name!r} ({self.owner}) has ended and cannot be entered "
+                    "again; "
                     f"use a new subagent({spec.name!r}) (or subagent(..., id=...) to resume it)"
                 )
                 raise HandleClosedError(msg)
             warnings.warn(
-                f"subagent {spec.name!r} ({self._id}) was already started; it was not announced again",  # noqa: E501
+                f"subagent {spec.name!r} ({self.owner}) was already started; it was not announced again",  # noqa: E501
                 HandleWarning,
                 stacklevel=3,
             )
-            return self._frame
+            return self
         return self._spec._start(parent, self)
 
     def start(self) -> Self:
@@ -526,13 +508,13 @@ class Subagent(Faces, Emitters, RunAccessors):
         if self._ended:
             if warn:
                 warnings.warn(
-                    f"subagent {self.name!r} ({self._id}) already ended; this call did nothing",
+                    f"subagent {self.name!r} ({self.owner}) already ended; this call did nothing",
                     HandleWarning,
                     stacklevel=3,
                 )
             return None
         self._ended = True
-        return self._pipeline
+        return self.pipeline
 
     def _end(
         self, event: ev.BaseEvent | None, *, quietly: bool = False, warn: bool = True
@@ -551,11 +533,11 @@ class Subagent(Faces, Emitters, RunAccessors):
 
     def _close(self, pipeline: Pipeline, event: ev.BaseEvent | None, quietly: bool) -> None:
         """`_end` once the invocation is marked ended: the events, then the scope's state."""
-        sid: str = self._id  # type: ignore[assignment]  # started: it has an id
+        sid: str = self.owner  # type: ignore[assignment]  # started: it has an id
         lock = pipeline.lock
         lock.acquire()
         try:
-            children = self._children
+            children = self.registry
             if children:
                 pipeline.close_left_open(children, quietly=quietly)
             if event is None:
@@ -574,9 +556,9 @@ class Subagent(Faces, Emitters, RunAccessors):
                     pipeline.send(_subagent_finished(sid, None))
             else:
                 pipeline.send(event)
-            registry = self._registry
-            if registry is not None:
-                registry.pop(self, None)
+            home = self._home
+            if home is not None:
+                home.pop(self, None)
             scopes = pipeline.scopes
             if scopes.get(sid) is children:
                 del scopes[sid]
@@ -587,32 +569,19 @@ class Subagent(Faces, Emitters, RunAccessors):
         # follows in the block belongs to the enclosing scope again.
         if (
             token is not None
-            and _scopes.current() is self._frame
-            and _scopes.leave(token, self._frame, f"subagent {self.name!r}")
+            and _scopes.current() is self
+            and _scopes.leave(token, self, f"subagent {self.name!r}")
         ):
             self._token = None
-        if not self._depth:  # no `with` block still needs the frame to leave it
-            self._frame = None  # `_release`, inlined
-
-    def _release(self) -> None:
-        """
-        Drop the ended invocation's frame, so the two free each other at once.
-
-        The frame points at its subagent and the subagent at its frame: a
-        cycle, which without this would wait for the garbage collector on
-        every decorated call. Frames still ambient somewhere (a task that
-        outlived the scope) keep working: they only point one way.
-        """
-        self._frame = None
 
     def _orphan(self) -> None:
         """The run is over: mark the invocation ended, sending nothing (`Pipeline.close`
         marks what it left open, without recursing)."""
         self._ended = True
-        self._children.clear()
+        self.registry.clear()
 
     def _open_children(self) -> Registry | None:
-        return self._children
+        return self.registry
 
     def finish(self) -> None:
         """Send ``SUBAGENT_FINISHED`` with a success outcome. A second end warns."""
@@ -626,7 +595,7 @@ class Subagent(Faces, Emitters, RunAccessors):
             InvalidEventError: *result* has no JSON form.
         """
         self._end(
-            ev.SubagentFinishedEvent(subagent_run_id=self._id or "", result=result_json(result))
+            ev.SubagentFinishedEvent(subagent_run_id=self.owner or "", result=result_json(result))
         )
 
     def suspend(self, interrupt_ids: str | Sequence[str] = ()) -> None:
@@ -639,18 +608,18 @@ class Subagent(Faces, Emitters, RunAccessors):
         """
         ids = (interrupt_ids,) if isinstance(interrupt_ids, str) else tuple(interrupt_ids)
         outcome = ev.SubagentFinishedSuspendedOutcome(interrupt_ids=ids or None)
-        self._end(ev.SubagentFinishedEvent(subagent_run_id=self._id or "", outcome=outcome))
+        self._end(ev.SubagentFinishedEvent(subagent_run_id=self.owner or "", outcome=outcome))
 
     def fail(self, message: str, *, code: str | None = None) -> None:
         """Send ``SUBAGENT_ERROR``: this invocation failed; the run goes on."""
         self._end(
-            ev.SubagentErrorEvent(subagent_run_id=self._id or "", message=message, code=code)
+            ev.SubagentErrorEvent(subagent_run_id=self.owner or "", message=message, code=code)
         )
 
     def _abandon(self, *, quietly: bool) -> None:
         if not quietly:
             warn_at_user(
-                f"subagent {self.name!r} ({self._id}) was still open when its scope ended; "
+                f"subagent {self.name!r} ({self.owner}) was still open when its scope ended; "
                 "ambient_runs finished it. Finish it before its parent ends: use `with "
                 "ambient_runs.subagent(...)` or the decorator, or call its finish() "
                 "(finish_with(), fail())",
@@ -662,10 +631,10 @@ class Subagent(Faces, Emitters, RunAccessors):
         """End the invocation the way its body ended (see the class docstring)."""
         if self._ended:
             return
-        sid = self._id or ""
+        sid = self.owner or ""
         if exc is None:
-            pipeline = self._pipeline
-            if pipeline is not None:  # started (`_closing` raises otherwise)
+            if self._started:  # (`_closing` raises otherwise)
+                pipeline = self.pipeline
                 payload = None if result is None else result_form(result, self._spec.name)
                 self._ended = True
                 self._close(
@@ -675,20 +644,33 @@ class Subagent(Faces, Emitters, RunAccessors):
             self._end(None, warn=False)
             return
         interrupts = interrupts_of(exc)
-        if interrupts and self._pipeline is not None:
-            pending = self._pipeline.pending_interrupts
-            with self._pipeline.lock:
+        started = self.pipeline if self._started else None
+        if interrupts and started is not None:
+            pending = started.pending_interrupts
+            with started.lock:
                 for interrupt in interrupts:
                     pending.setdefault(interrupt.id, interrupt)
-        pipeline = self._pipeline
-        policy = pipeline.error_policy if pipeline is not None else DEFAULT_POLICY
+        policy = started.error_policy if started is not None else DEFAULT_POLICY
         self._end(subagent_ending(sid, exc, policy), quietly=True, warn=False)
 
     def _parent_frame(self) -> Frame:
         return self._spec.parent or _scopes.require("subagent")
 
     def _started_frame(self) -> Frame | None:
-        return self._frame
+        """Itself once started, until it has ended and no `with` block is left to leave it."""
+        if not self._started or (self._ended and not self._depth and self._token is None):
+            return None
+        return self
+
+    @property
+    def host(self) -> Subagent:  # type: ignore[override]  # a slot of PlainFrame
+        """As a frame: the invocation its events are attributed to, itself."""
+        return self
+
+    @property
+    def handle(self) -> Subagent:
+        """As a frame: the invocation whose end ends it, itself."""
+        return self
 
     # ------------------------------------------------------------------ the run, via the handle
 
@@ -700,11 +682,10 @@ class Subagent(Faces, Emitters, RunAccessors):
         Raises:
             HandleClosedError: The invocation has not started (it has no run yet).
         """
-        run = self._run
-        if run is None:
+        if not self._started:
             msg = f"subagent {self.name!r} has not started; enter it or call start() first"
             raise HandleClosedError(msg)
-        return run
+        return self.pipeline.run
 
     @property
     def input(self) -> ev.RunAgentInput:
@@ -717,10 +698,12 @@ class Subagent(Faces, Emitters, RunAccessors):
     # ------------------------------------------------------------------ explicit emitters
 
     def _emit_frame(self) -> Frame:
-        if self._frame is None:
+        if self._started_frame() is None:
             if self._ended:
-                msg = f"subagent {self.name!r} ({self._id}) has ended; open a new one to send more"
+                msg = (
+                    f"subagent {self.name!r} ({self.owner}) has ended; open a new one to send more"
+                )
             else:
                 msg = f"subagent {self.name!r} has not started; enter it or call start() first"
             raise HandleClosedError(msg)
-        return self._frame
+        return self

@@ -597,7 +597,7 @@ def scope_span() -> Span:
     found, frame = _trace_of_frame()
     if found is None:
         return trace.INVALID_SPAN
-    return found.innermost(frame.owner, frame.step) or trace.INVALID_SPAN
+    return found.innermost(frame.owner, frame.step_name) or trace.INVALID_SPAN
 
 
 @contextlib.contextmanager
