@@ -127,7 +127,7 @@ def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
                     _scopes.revive()
         else:
             _scopes.leave(token, frame, "scope")
-        frame._finish(None, result)  # a subagent's frame is its invocation: no hop
+        frame._conclude(result)  # a subagent's frame is its invocation: one call
         return result
 
     return wrapper
@@ -157,7 +157,7 @@ def _decorate_coroutine(fn: Callable[..., Any], start: Start) -> Any:
                     _scopes.revive()
         else:
             _scopes.leave(token, frame, "scope")
-        frame._finish(None, result)  # a subagent's frame is its invocation: no hop
+        frame._conclude(result)  # a subagent's frame is its invocation: one call
         return result
 
     return wrapper

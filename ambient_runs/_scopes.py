@@ -113,6 +113,10 @@ class Frame:
         """End the scope this frame stands for, the way its body ended (its handle's)."""
         self.handle._finish(exc, result)
 
+    def _conclude(self, result: Any = None) -> None:
+        """End the scope this frame stands for: its body returned *result*."""
+        self.handle._finish(None, result)
+
     def with_step(self, step: str, handle: Any = None) -> Frame:
         """Return a frame entered from this one, in *step* (*handle*: the `Step` that ends it)."""
         child = _new_frame(PlainFrame)

@@ -501,7 +501,8 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
         self._begin(self._spec.parent or _scopes.require("subagent"))
         return self
 
-    def _closing(self, *, warn: bool = True) -> Pipeline | None:
+    def _closing(self, *, warn: bool = True) -> bool:
+        """Whether the invocation can end now: started (or raise), not ended (or warn)."""
         if not self._started:
             msg = f"subagent {self.name!r} was never started; enter it or call start() first"
             raise HandleClosedError(msg)
@@ -512,28 +513,41 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
                     HandleWarning,
                     stacklevel=3,
                 )
-            return None
-        self._ended = True
-        return self.pipeline
+            return False
+        return True
 
     def _end(
         self, event: ev.BaseEvent | None, *, quietly: bool = False, warn: bool = True
     ) -> None:
-        """
-        Close what the invocation left open, then send *event* and close its scope.
+        """End the invocation with *event* (None: a plain ``SUBAGENT_FINISHED``), checked."""
+        if self._closing(warn=warn):
+            self._conclude(None, event, quietly)
 
-        *event* None is a plain ``SUBAGENT_FINISHED`` (success, no result): on
-        the byte path (see `SubagentSpec._start`) one string, its id's JSON between two
-        fixed pieces, once the verifier's subagents accept and record it
-        (`Subagents.close_plain`), else the event, through the object path.
+    def _conclude(
+        self, result: Any = None, event: ev.BaseEvent | None = None, quietly: bool = False
+    ) -> None:
         """
-        pipeline = self._closing(warn=warn)
-        if pipeline is not None:
-            self._close(pipeline, event, quietly)
+        End the invocation: close what it left open, send its end, close its scope.
 
-    def _close(self, pipeline: Pipeline, event: ev.BaseEvent | None, quietly: bool) -> None:
-        """`_end` once the invocation is marked ended: the events, then the scope's state."""
+        *event* None is ``SUBAGENT_FINISHED`` carrying *result*'s JSON form (a
+        `ResultWarning` and none when it has none), or, *result* None, a plain
+        one: on the byte path (see `SubagentSpec._start`) one string, its id's
+        text between two fixed pieces, once the verifier's subagents accept and
+        record it (`Subagents.close_plain`), else the event, through the object
+        path. What a decorated call's return comes to, in one call (`Frame`'s
+        ``_conclude``); ended already, nothing; never started, `HandleClosedError`.
+        """
+        if self._ended:
+            return
+        if not self._started:
+            self._closing()  # raises
         sid: str = self.owner  # type: ignore[assignment]  # started: it has an id
+        if result is not None and event is None:
+            payload = result_form(result, self._spec.name)  # may warn: before it ends
+            if payload is not None:
+                event = _subagent_finished(sid, payload)
+        self._ended = True
+        pipeline = self.pipeline
         lock = pipeline.lock
         lock.acquire()
         try:
@@ -631,18 +645,10 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
         """End the invocation the way its body ended (see the class docstring)."""
         if self._ended:
             return
-        sid = self.owner or ""
         if exc is None:
-            if self._started:  # (`_closing` raises otherwise)
-                pipeline = self.pipeline
-                payload = None if result is None else result_form(result, self._spec.name)
-                self._ended = True
-                self._close(
-                    pipeline, None if payload is None else _subagent_finished(sid, payload), False
-                )
-                return
-            self._end(None, warn=False)
+            self._conclude(result)
             return
+        sid = self.owner or ""
         interrupts = interrupts_of(exc)
         started = self.pipeline if self._started else None
         if interrupts and started is not None:
