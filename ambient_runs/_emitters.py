@@ -188,6 +188,8 @@ def say_in(frame: Frame, text: str, message_id: str | None) -> str:
         send(content)
         send(ev.TextMessageEndEvent(message_id=mid, subagent_run_id=owner))
     pipeline.message_owners[mid] = owner
+    if owner is not None:
+        _owns_messages(frame, owner)
     return mid
 
 
@@ -242,8 +244,27 @@ def message_in(
     """Open a text message in *frame*."""
     pipeline = frame.pipeline
     handle = MessageHandle(frame, message_id or pipeline.new_message_id(), role, name)
-    pipeline.message_owners[handle.id] = handle.owner
+    owner = pipeline.message_owners[handle.id] = handle.owner
+    if owner is not None:
+        _owns_messages(frame, owner)
     return handle
+
+
+def _owns_messages(frame: Frame, owner: str) -> None:
+    """
+    Let a tool call of a message that *frame*'s subagent *owner* opened find its scope.
+
+    `Pipeline.scopes` holds an open subagent's registry only once it owns a
+    message (a tool call of that message joins it, ``ToolCallHandle``): the
+    subagents that never open one, most decorated calls, cost no entry.
+    """
+    host = frame.host
+    if host is None:
+        return
+    pipeline = frame.pipeline
+    with pipeline.lock:  # its end, under the lock, removes the entry again
+        if not host.ended:
+            pipeline.scopes.setdefault(owner, host.registry)
 
 
 def publish_messages_in(frame: Frame) -> None:

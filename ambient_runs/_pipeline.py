@@ -18,11 +18,12 @@ One pipeline per `Run`. It owns, under one re-entrant lock:
   any other), or, when that fails, through `last_resort`;
 - the run's **error policy** (``_outcomes.ErrorPolicy``): what a client learns
   of an exception, read by every scope that ends with one;
-- the **open handles by owner** (`scopes`): for each open scope, the run's own
-  (owner None) and each open subagent invocation's (owner: its id), the
-  handles opened in it and not yet ended, in opening order. A scope that ends
-  closes what is left in its registry (`close_left_open`); a tool call joins the
-  registry of the message it belongs to (`message_owners`);
+- the **open handles** of each scope (a `Registry`, the frame's): the handles
+  opened in it and not yet ended, in opening order. A scope that ends closes
+  what is left in its registry (`close_left_open`). A tool call joins the
+  registry of the message it belongs to (`message_owners`), found by owner in
+  `scopes`: the run's own (owner None) and each open subagent invocation's
+  that owns a message (owner: its id);
 - the **drain hook** a streaming transport installs for backpressure, and the
   run's typed state (published by ``_state``);
 - the **byte path** (`frames`): when a stream is consumed as SSE
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -201,7 +203,8 @@ class Pipeline:
         self.error_policy: ErrorPolicy = DEFAULT_POLICY
         #: The run's own registry: handles opened by the parent agent.
         self.root: Registry = {}
-        #: The registry of every open scope, by owner (None: the run's, `root`).
+        #: The registry of open scopes by owner (None: the run's, `root`): the run's and
+        #: each open subagent's that owns a message (``_emitters._owns_messages``).
         self.scopes: dict[str | None, Registry] = {None: self.root}
         #: The owner of every message opened in the run, by message id.
         self.message_owners: dict[str, str | None] = {}
@@ -228,9 +231,11 @@ class Pipeline:
         #: path reads to verify a delta by construction; None when nothing verifies.
         self.content_view: Any = None
         # The byte path of subagents (``_subagent``): a decorated call's two frames.
-        #: Whether the ids the run mints need no escaping in JSON (``_subagent._plain_ids``),
-        #: worked out by the first call that needs it (None before).
-        self.subagent_plain: bool | None = None
+        #: Whether the subagent ids the run mints are their own escaped text in JSON: the
+        #: byte path writes them as they are. True unless the run id holds a quote, a
+        #: backslash or a control character.
+        prefix = f"{run_id}-sub-"
+        self.subagent_plain = json.encoder.encode_basestring(prefix) == f'"{prefix}"'
         #: The verifier's subagents (``_verify_entities.Subagents``), kept by construction
         #: on the byte path; None when nothing verifies.
         self.subagent_view: Any = None
@@ -490,10 +495,6 @@ class Pipeline:
         return f"{self.run_id}-int-{next(self._interrupt_ids)}"
 
     # ------------------------------------------------------------------ open handles
-
-    def registry_of(self, owner: str | None) -> Registry | None:
-        """The registry of the open scope whose ``subagentRunId`` is *owner* (None: not open)."""
-        return self.scopes.get(owner)
 
     def close_left_open(self, registry: Registry, *, quietly: bool) -> None:
         """

@@ -47,7 +47,7 @@ from ambient_runs.errors import (
 if TYPE_CHECKING:
     from typing import Self
 
-    from ambient_runs._pipeline import Pipeline, Registry
+    from ambient_runs._pipeline import Registry
     from ambient_runs._run import Run
     from ambient_runs._scopes import Frame
 
@@ -86,7 +86,7 @@ def _quoted(pieces: tuple[str, ...]) -> tuple[str, ...]:
     *pieces* with the quotes of the JSON strings between them moved in.
 
     What goes between two pieces is then a string's escaped text (`_inner`):
-    for an id the run minted, the id itself (`_plain_ids`), with no
+    for an id the run minted, the id itself (`Pipeline.subagent_plain`), with no
     allocation to escape it.
     """
     if len(pieces) == 2:
@@ -101,18 +101,6 @@ _FINISHED_HEAD, _FINISHED_TAIL = _quoted(_pieces(_subagent_finished("-", None), 
 def _inner(text: str) -> str:
     """The escaped text of *text* in JSON: its string's JSON without the quotes."""
     return _encode_str(text)[1:-1]
-
-
-def _plain_ids(pipeline: Pipeline) -> bool:
-    """
-    Whether the ids *pipeline*'s run mints are their own escaped text in JSON.
-
-    True unless the run id holds a quote, a backslash or a control character.
-    Worked out once per run, by the first call that needs it.
-    """
-    prefix = f"{pipeline.run_id}-sub-"
-    plain = pipeline.subagent_plain = _inner(prefix) == prefix
-    return plain
 
 
 _OPTIONAL_TEXT = (
@@ -257,8 +245,6 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 run_id = pipeline.run_id
                 sid = f"{run_id}-sub-{n}"
                 plain = pipeline.subagent_plain
-                if plain is None:
-                    plain = _plain_ids(pipeline)
                 mine = sid if plain else _inner(sid)
                 if host is None:
                     data = f"{pieces[0]}{mine}{pieces[1]}".encode()
@@ -288,7 +274,6 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 invocation._n = n
                 invocation.owner = sid
             home[invocation] = invocation
-            pipeline.scopes.setdefault(sid, children)
         finally:
             lock.release()
         return invocation

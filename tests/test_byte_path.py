@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -706,6 +707,43 @@ def test_a_decorated_call_goes_out_as_two_frames() -> None:
         sse.encode(ev.SubagentFinishedEvent(subagent_run_id="run-sub-2")),
         sse.encode(ev.SubagentFinishedEvent(subagent_run_id="run-sub-1")),
     ]
+
+
+@pytest.mark.parametrize("run_id", ['say "hi"\\now', "tab\there", "plain-é"])
+def test_decorated_calls_under_a_run_id_json_escapes_write_the_object_paths_bytes(
+    run_id: str,
+) -> None:
+    """A minted id is written as is only when the run id needs no escaping; else escaped."""
+    kinds: list[str] = []
+
+    @ar.subagent("worker")
+    async def worker() -> None:
+        if streams:  # the byte path's SUBAGENT_STARTED is the last thing buffered
+            kinds.append(type(streams[-1]._channel.buffer[-1]).__name__)
+
+    @ar.subagent("outer")
+    async def outer() -> None:
+        await worker()
+
+    async def agent(run: ar.Run) -> None:
+        await outer()
+        await worker()
+
+    given = attrs.evolve(INPUT, run_id=run_id)
+    streams = [ar.stream(agent, given)]
+    frames = asyncio.run(_collect(sse.frames(streams[0])))
+    streams.clear()
+    events = asyncio.run(_collect(ar.stream(agent, given)))
+    assert kinds == ["bytes", "bytes"]
+    assert frames == [sse.encode(event) for event in events]
+    assert [run_id + "-sub-1", run_id + "-sub-2", run_id + "-sub-3"] == [
+        e.subagent_run_id for e in events if isinstance(e, ev.SubagentStartedEvent)
+    ]
+    assert Verifier(strict=True).verify(events) == ()
+
+
+async def _collect(items: Any) -> list[Any]:
+    return [item async for item in items]
 
 
 def test_decorated_calls_racing_in_threads_stay_verified() -> None:

@@ -506,11 +506,19 @@ class TestHandleOwnership:
         }
         assert_valid(list(run.events))
 
-    async def test_tool_call_on_a_subagents_message_is_closed_by_that_subagent(self) -> None:
+    @pytest.mark.parametrize("opens", ["say", "message"])
+    async def test_tool_call_on_a_subagents_message_is_closed_by_that_subagent(
+        self, opens: str
+    ) -> None:
         """A call opened at top level on a subagent's message is closed when that subagent ends."""
         async with ar.Run(make_input(run_id="r")) as run:
             researcher = ar.subagent("s").start()
-            mid = researcher.say("I'll search")
+            if opens == "say":
+                mid = researcher.say("I'll search")
+            else:
+                with researcher.message() as message:
+                    message.write("I'll search")
+                mid = message.id
             call = ar.tool_call("search", parent_message_id=mid)
             with pytest.warns(ar.LeftOpenWarning):
                 researcher.finish()
