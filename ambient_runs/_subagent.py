@@ -238,7 +238,6 @@ class SubagentSpec(SpecFaces["Subagent"]):
         lock = pipeline.lock
         lock.acquire()
         try:
-            framed = False
             frames = pipeline.frames
             if pieces and sid is None and frames is not None:
                 n = next(pipeline.subagent_numbers)
@@ -254,25 +253,25 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 view = pipeline.subagent_view
                 if view is None or view.open_minted(sid, n, owner, run_id):
                     frames(data)
-                    framed = True
-            if not framed:
-                invocation._n = 0
-                if sid is None:
-                    sid = pipeline.new_subagent_run_id()
-                invocation.owner = sid
-                pipeline.send(
-                    _subagent_started(
-                        sid,
-                        self.name,
-                        self.description,
-                        self.parent_subagent_run_id or owner,
-                        self.parent_tool_call_id,
-                        self.parent_message_id,
-                    )
+                    invocation._n = n
+                    invocation.owner = sid
+                    home[invocation] = invocation
+                    return invocation  # (the lock is released on the way out)
+            # The object path: its checks say why the byte path could not take it.
+            invocation._n = 0
+            if sid is None:
+                sid = pipeline.new_subagent_run_id()
+            invocation.owner = sid
+            pipeline.send(
+                _subagent_started(
+                    sid,
+                    self.name,
+                    self.description,
+                    self.parent_subagent_run_id or owner,
+                    self.parent_tool_call_id,
+                    self.parent_message_id,
                 )
-            else:
-                invocation._n = n
-                invocation.owner = sid
+            )
             home[invocation] = invocation
         finally:
             lock.release()

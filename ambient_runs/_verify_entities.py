@@ -769,11 +769,13 @@ class Subagents(Group):
             return False
         if self.strict:
             owned = self.owned
-            if owned.get(sid):  # it still owns something open
-                return False
-            owned.pop(sid, None)  # its ledger: nothing reads it once it has ended
-            if parent is not None:
-                owned.disown(parent, "subagent", sid)
+            if owned:  # (empty while no subagent owns anything: nothing to look up)
+                ledger = owned.pop(sid, None)  # nothing reads it once it has ended
+                if ledger:  # it still owns something open: put it back, the check says why
+                    owned[sid] = ledger
+                    return False
+                if parent is not None:
+                    owned.disown(parent, "subagent", sid)
         del active[sid]
         return True
 
