@@ -61,7 +61,9 @@ Start = Callable[[_scopes.Frame], _scopes.Frame]
 """
 Start a fresh invocation in a parent frame, for one call: its frame (``handle``: the invocation).
 
-What a spec hands `decorate` (``SpecFaces._start``).
+What a spec hands `decorate` (``SpecFaces._start``). The call ends through the
+frame (``_conclude`` with the body's result, ``_finish`` with its exception),
+which a subagent's frame, the invocation itself, answers without a hop.
 """
 
 

@@ -122,7 +122,7 @@ class Step(Faces, Handle):
                 self._release()
 
     def _release(self) -> None:
-        """Drop the ended step's frame: the two point at each other (see `Subagent._release`)."""
+        """Drop the ended step's frame: the two point at each other, a cycle otherwise."""
         self._entered = None
 
     def _parent_frame(self) -> Frame:

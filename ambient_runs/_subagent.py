@@ -5,7 +5,9 @@ A `SubagentSpec` is frozen: a name, a description, an optional fixed id and the
 agents-as-tools links, checked once. It is what a decorated function keeps,
 and each call makes a fresh, single-use `Subagent` invocation from it. A
 `Subagent` (what `ambient_runs.subagent` returns, not started yet) carries its
-spec and its own lifecycle: started, ended, its frame and its open handles.
+spec and its own lifecycle: started, ended and its open handles. Once started,
+it is its own frame (a `_scopes.Frame`, what is ambient inside it): one object
+per invocation, so a decorated call allocates one.
 
 `Emitters`, the emitter methods of `Run` and `Subagent`, lives here too: its
 `subagent` and `step` methods make invocations, and `Subagent` is itself an
@@ -196,7 +198,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
         """
         Start an invocation of this spec in *parent*: send SUBAGENT_STARTED, open its scope.
 
-        Returns its frame (whose ``handle`` is the invocation). A fresh
+        Returns the invocation, now its own frame (``handle`` and ``host``: itself). A fresh
         invocation (one decorated call) unless *invocation*, not started yet,
         is given (`Subagent._begin`).
 
