@@ -383,6 +383,11 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
     and left open are closed first (quietly after an exception, with a
     `LeftOpenWarning` after a normal exit).
 
+    Once started, an invocation is its own frame (what is ambient inside it),
+    so it also carries a frame's fields (``owner``, ``parent``, ``pipeline``,
+    ``registry``, ``step_name``, ``orphaned``): package-internal, like
+    `Run.pipeline`; read `id`, `run` and the emitter methods instead.
+
     .. versionadded:: 0.1.0
     """
 
