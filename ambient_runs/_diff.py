@@ -962,13 +962,18 @@ class StateTracker:
             return _MISSING
         a, b = current, value
         containers: list[Any] = []
-        for key in leaf.keys:  # the private value's containers: the same as at `_locate`
-            kind = type(b)
-            if kind is not type(a) or len(b) != len(a) or (kind is dict and key not in b):
-                return _MISSING
-            containers.append(a)
-            a = a[key]
-            b = b[key]
+        # Down to the caller's scalar: the pickle below proves everything else (lengths,
+        # keys, the containers' types), so the walk only keeps *b* a plain dict or list
+        # (no user code runs) and gives up where a key is gone.
+        try:
+            for key in leaf.keys:  # the private value's containers: the same as at `_locate`
+                if type(b) is not type(a):
+                    return _MISSING
+                containers.append(a)
+                a = a[key]
+                b = b[key]
+        except LookupError:
+            return _MISSING
         if type(b) not in _SCALARS:
             return _MISSING
         body = self._flat(b)
