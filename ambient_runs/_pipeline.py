@@ -181,11 +181,11 @@ class Pipeline:
         taps: Sequence[Sink],
         state: RunState,
     ) -> None:
-        #: The run this pipeline serves (what a frame's ``run`` reads).
-        self.run = run
         self.run_id = run_id
         self._sink = sink
         self._transformers = tuple(transformers)
+        #: The run this pipeline serves (what a frame's ``run`` reads).
+        self.run = run
         self._check = check
         self._taps: list[Sink] = list(taps)
         self.lock = threading.RLock()

@@ -230,13 +230,13 @@ class SubagentSpec(SpecFaces["Subagent"]):
         invocation._token = None
         owner = parent.owner
         host = parent.host
+        sid = self.id
+        children: Registry = {}
+        invocation.registry = children
         # An orphan (started in a subagent that has ended) joins the nearest open scope.
         home = invocation._home = (
             parent.registry if host is None or not host._ended else parent.open_registry()
         )
-        children: Registry = {}
-        invocation.registry = children
-        sid = self.id
         lock = pipeline.lock
         lock.acquire()
         try:
