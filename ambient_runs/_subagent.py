@@ -467,8 +467,8 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
             if self._started_frame() is None:  # ended, and no `with` block is inside it
                 msg = (
                     f"subagent {spec.name!r} ({self.owner}) has ended and cannot be entered "
-                    "again; "
-                    f"use a new subagent({spec.name!r}) (or subagent(..., id=...) to resume it)"
+                    f"again; use a new subagent({spec.name!r}) (or subagent(..., id=...) to "
+                    "resume it)"
                 )
                 raise HandleClosedError(msg)
             warnings.warn(
