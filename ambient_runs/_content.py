@@ -448,7 +448,7 @@ class ActivityHandle(Handle):
             change = tracked_change(self.tracker, content)
             if change is None:
                 return
-            kind, payload = change
+            kind, payload, _ = change  # (an activity's own strings get the full check)
             event: ev.BaseEvent
             if kind == "snapshot":
                 event = ev.ActivitySnapshotEvent(

@@ -9,7 +9,7 @@ run's typed state and every `ActivityHandle` publish through it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ambient_runs import events as ev
 from ambient_runs._diff import StateTracker, deep_copy_json
@@ -38,15 +38,18 @@ __all__ = (
 )
 
 
-def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
+def tracked_change(tracker: Any, value: Any) -> tuple[str, Any, bool] | None:
     """
     Publish *value* through a `StateTracker`: what to send, or None when nothing changed.
 
-    Only what goes out is checked for a JSON form: the whole value for a snapshot,
-    the operations for a delta, so an unchanged megabyte costs no encoding. When
-    that check fails, the tracker is reset (the next publish is a snapshot) and
-    `InvalidEventError` is raised.
+    Returns ``(kind, payload, plain)``: *plain* says the payload is a delta of
+    plain-text paths and `safe_scalar` values (`_plain_patch`), which encodes for
+    certain. Only what goes out is checked for a JSON form: the whole value for
+    a snapshot, the operations for a delta, so an unchanged megabyte costs no
+    encoding. When that check fails, the tracker is reset (the next publish is a
+    snapshot) and `InvalidEventError` is raised.
     """
+    plain = False
     try:
         try:
             change = tracker.publish(wire_form(value))
@@ -55,7 +58,10 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
             # form, or InvalidEventError naming the bad one. The tracker refused
             # before changing anything, so the retry diffs as the first try would.
             change = tracker.publish(json_form(value))
-        if change is not None and not (change[0] == "delta" and _plain_patch(change[1])):
+        if change is None:
+            return None
+        plain = change[0] == "delta" and _plain_patch(change[1])
+        if not plain:
             check_json(change[1], value)
     except (TypeError, ValueError, RecursionError) as exc:
         tracker.reset()
@@ -63,7 +69,8 @@ def tracked_change(tracker: Any, value: Any) -> tuple[str, Any] | None:
             raise
         msg = f"{type(value).__name__} has no JSON form: {exc}"
         raise InvalidEventError(msg) from None
-    return cast("tuple[str, Any] | None", change)
+    kind, payload = change
+    return kind, payload, plain
 
 
 #: The tracker's own operations, built without their validators: the differ only
@@ -164,7 +171,9 @@ def initial_state(client: Any, default: Any, state_type: Any) -> RunState:
     return RunState(own, client)
 
 
-def send_tracked(tracker: StateTracker, send: Callable[[Any], None], event: ev.BaseEvent) -> None:
+def send_tracked(
+    tracker: StateTracker, send: Callable[..., None], event: ev.BaseEvent, *, told: bool = False
+) -> None:
     """
     Send the event of a tracked change; when it is refused, forget the change.
 
@@ -172,9 +181,17 @@ def send_tracked(tracker: StateTracker, send: Callable[[Any], None], event: ev.B
     value the pipeline's checks reject, a run that has finished) never reached
     the client, so the tracker is reset: the next publish is a snapshot, never
     a delta against something the client does not hold.
+
+    *told*: the event is a ``STATE_DELTA`` whose strings were all found plain
+    already (`tracked_change`'s *plain*, the owner an id the run checked), so
+    `Pipeline.send` skips its encodability check (its *text* None: the history
+    keeps no state).
     """
     try:
-        send(event)
+        if told:
+            send(event, None)
+        else:
+            send(event)
     except BaseException:
         tracker.reset()
         raise
@@ -213,14 +230,14 @@ class RunState:
             change = tracked_change(self._tracker, self.value)
             if change is None:
                 return
-            kind, payload = change
+            kind, payload, plain = change
             if kind == "snapshot":
                 event: ev.BaseEvent = ev.StateSnapshotEvent(
                     snapshot=payload, subagent_run_id=frame.owner
                 )
             else:
                 event = _delta_event(operations(payload), frame.owner)
-            send_tracked(self._tracker, pipeline.send, event)
+            send_tracked(self._tracker, pipeline.send, event, told=plain)
 
 
 def set_state_in(frame: Frame, value: Any) -> None:

@@ -142,6 +142,28 @@ class TestNothingToSay:
         [event] = state_events(run)
         assert client_view({"a": 1}, [event]) is None
 
+    @pytest.mark.parametrize("where", ["value", "key"])
+    def test_a_delta_utf8_cannot_carry_is_refused_after_plain_ones(self, where: str) -> None:
+        """A lone surrogate in a delta's value or path is refused, however plain the last ones."""
+        state: dict[str, Any] = {"doc": {"n": 0}, "other": "x"}
+        with ar.Run(make_input(), state=state) as run:
+            for n in range(1, 5):  # one leaf again and again: the tracker's fastest path
+                state["doc"]["n"] = n
+                run.publish_state()
+            if where == "value":
+                state["doc"]["n"] = "\ud800"
+            else:
+                state["doc"]["\ud800"] = 1
+            with pytest.raises(ar.InvalidEventError):
+                run.publish_state()
+            del state["doc"]["\ud800" if where == "key" else "n"]
+            state["doc"]["n"] = 9
+            run.publish_state()  # the next publish goes out, and the client catches up
+        events = state_events(run)
+        assert all("\\ud800" not in json.dumps(event) for event in events)  # its JSON escape
+        assert {"doc": {"n": 9}, "other": "x"} == client_view({}, events)
+        assert_valid(list(run.events))
+
 
 class TestRefused:
     def test_a_state_that_does_not_convert_names_every_field(self) -> None:
