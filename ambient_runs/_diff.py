@@ -775,6 +775,7 @@ class StateTracker:
         "_cache",
         "_dump",
         "_dump_flat",
+        "_dump_scalar",
         "_has_value",
         "_last_path",
         "_leaf",
@@ -798,6 +799,10 @@ class StateTracker:
         self._dump = _make_dumper()
         #: Protocol 3 (no frames): a pickle is its items' pickles end to end (`_KnownLeaf`).
         self._dump_flat = _make_dumper(3)
+        #: The same for the leaf's scalars, on a pickler of its own: a C pickler keeps the
+        #: size of its largest output as its next buffer, so a scalar pickled after the
+        #: whole state would allocate (and give back) a buffer that large every time.
+        self._dump_scalar = _make_dumper(3)
         #: The path of the last publish when it was one scalar's replace, else None.
         self._last_path: str | None = None
         #: The leaf that changed alone in the last two publishes (`_known_leaf`), or None.
@@ -941,7 +946,7 @@ class StateTracker:
 
     def _flat(self, scalar: Any) -> bytes:
         """A scalar's pickle as an item of a protocol 3 pickle (no header, no STOP)."""
-        data = self._dump_flat(scalar)
+        data = self._dump_scalar(scalar)
         return data[2:-1] if data else b""
 
     def _known_leaf(self, leaf: _KnownLeaf, current: Any, value: Any) -> Any:
