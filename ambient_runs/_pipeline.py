@@ -250,11 +250,13 @@ class Pipeline:
             event: The event.
             text: `UNCHECKED` (the default): *event* gets the encodability check.
                 Otherwise the caller has found *event*'s strings encodable
-                already, and *event* is a ``TEXT_MESSAGE_CONTENT`` whose message
+                already. Either *event* is a ``TEXT_MESSAGE_CONTENT`` whose message
                 the history records as *text* (``History.text_of``; None: not
                 recorded): the delta is appended to it here, inline, instead of
-                through `History.record`. `MessageHandle.write`'s object path,
-                whose message id and owner were checked when the message opened.
+                through `History.record` (`MessageHandle.write`'s object path,
+                whose message id and owner were checked when the message opened).
+                Or *text* is None for an event the history has nothing to record
+                of: a ``STATE_DELTA`` of plain operations (``_state.send_tracked``).
                 With transformers, their output is checked as for any event.
         """
         # The lock by hand, not `with`: about half the cost on this, the hottest path.
