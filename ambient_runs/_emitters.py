@@ -187,9 +187,9 @@ def say_in(frame: Frame, text: str, message_id: str | None) -> str:
         send(ev.TextMessageStartEvent(message_id=mid, role="assistant", subagent_run_id=owner))
         send(content)
         send(ev.TextMessageEndEvent(message_id=mid, subagent_run_id=owner))
+        if owner is not None:
+            _owns_messages(frame, owner)
     pipeline.message_owners[mid] = owner
-    if owner is not None:
-        _owns_messages(frame, owner)
     return mid
 
 
@@ -246,7 +246,8 @@ def message_in(
     handle = MessageHandle(frame, message_id or pipeline.new_message_id(), role, name)
     owner = pipeline.message_owners[handle.id] = handle.owner
     if owner is not None:
-        _owns_messages(frame, owner)
+        with pipeline.lock:
+            _owns_messages(frame, owner)
     return handle
 
 
@@ -256,15 +257,12 @@ def _owns_messages(frame: Frame, owner: str) -> None:
 
     `Pipeline.scopes` holds an open subagent's registry only once it owns a
     message (a tool call of that message joins it, ``ToolCallHandle``): the
-    subagents that never open one, most decorated calls, cost no entry.
+    subagents that never open one, most decorated calls, cost no entry. Called
+    under the run's lock, under which the subagent's end removes the entry again.
     """
     host = frame.host
-    if host is None:
-        return
-    pipeline = frame.pipeline
-    with pipeline.lock:  # its end, under the lock, removes the entry again
-        if not host.ended:
-            pipeline.scopes.setdefault(owner, host.registry)
+    if host is not None and not host.ended:
+        frame.pipeline.scopes.setdefault(owner, host.registry)
 
 
 def publish_messages_in(frame: Frame) -> None:
