@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import enum
 import itertools
-import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -50,7 +49,7 @@ from ambient_runs import events as ev
 from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
 from ambient_runs._reads import Reads
 from ambient_runs._usage import UsageTotals
-from ambient_runs._wire import ENCODABLE, check_encodable
+from ambient_runs._wire import ENCODABLE, check_encodable, json_verbatim
 from ambient_runs.errors import ProtocolError
 
 if TYPE_CHECKING:
@@ -232,10 +231,8 @@ class Pipeline:
         self.content_view: Any = None
         # The byte path of subagents (``_subagent``): a decorated call's two frames.
         #: Whether the subagent ids the run mints are their own escaped text in JSON: the
-        #: byte path writes them as they are. True unless the run id holds a quote, a
-        #: backslash or a control character.
-        prefix = f"{run_id}-sub-"
-        self.subagent_plain = json.encoder.encode_basestring(prefix) == f'"{prefix}"'
+        #: byte path writes them as they are.
+        self.subagent_plain = json_verbatim(f"{run_id}-sub-")
         #: The verifier's subagents (``_verify_entities.Subagents``), kept by construction
         #: on the byte path; None when nothing verifies.
         self.subagent_view: Any = None

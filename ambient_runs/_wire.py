@@ -61,6 +61,7 @@ __all__ = (
     "framed_encoder",
     "from_wire",
     "is_state_type",
+    "json_verbatim",
     "json_form",
     "lone_surrogate",
     "parse_input",
@@ -555,6 +556,11 @@ def _safe_integers_factory(cls: type[Any]) -> Callable[[Any], object]:
 
     encodable.__name__ = encodable.__qualname__ = f"encodable_{name}"
     return encodable
+
+
+def json_verbatim(text: str) -> bool:
+    """Whether *text* is its own escaped text in a JSON string: no quote, backslash or control."""
+    return json.encoder.encode_basestring(text) == f'"{text}"'
 
 
 def _plain_text(value: str) -> bool:
