@@ -118,15 +118,13 @@ def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
         except BaseException as exc:
             _failed(token, frame, exc)
             raise
-        # `_scopes.leave`'s common case inline: its frame is current, in its Context.
-        if _current() is frame:
+        # `_scopes.leave`'s common case inline (its frame current, the one it restores
+        # live, in its own Context); `leave` decides every other.
+        if _current() is frame and not parent.orphaned:
             try:
                 _reset(token)
             except ValueError:
                 _scopes.leave(token, frame, "scope")
-            else:
-                if parent.orphaned:  # what the reset restored: never current again
-                    _scopes.revive()
         else:
             _scopes.leave(token, frame, "scope")
         frame._conclude(result)  # a subagent's frame is its invocation: one call
@@ -148,15 +146,13 @@ def _decorate_coroutine(fn: Callable[..., Any], start: Start) -> Any:
         except BaseException as exc:
             _failed(token, frame, exc)
             raise
-        # `_scopes.leave`'s common case inline: its frame is current, in its Context.
-        if _current() is frame:
+        # `_scopes.leave`'s common case inline (its frame current, the one it restores
+        # live, in its own Context); `leave` decides every other.
+        if _current() is frame and not parent.orphaned:
             try:
                 _reset(token)
             except ValueError:
                 _scopes.leave(token, frame, "scope")
-            else:
-                if parent.orphaned:  # what the reset restored: never current again
-                    _scopes.revive()
         else:
             _scopes.leave(token, frame, "scope")
         frame._conclude(result)  # a subagent's frame is its invocation: one call

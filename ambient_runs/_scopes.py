@@ -54,7 +54,6 @@ __all__ = (
     "remove_tap",
     "require",
     "reset",
-    "revive",
     "run_hooks",
     "taps",
     "within",
@@ -219,18 +218,10 @@ def require(what: str) -> Frame:
 #: Make a frame ambient; hand the token to `leave` (the var's own ``set``: no wrapper).
 enter: Callable[[Frame | None], contextvars.Token[Frame | None]] = _FRAME.set
 
-#: `leave`'s common case, for a caller that has just seen its frame current (the
-#: var's own ``reset``): `ValueError` in another Context, then `leave` says what to do.
-#: A restored frame that was orphaned meanwhile must not stay current: `revive`.
+#: `leave`'s common case (the var's own ``reset``), for a caller that has just seen its
+#: frame current and the frame it restores not orphaned; `ValueError` in another Context,
+#: and then `leave` says what to do.
 reset: Callable[[contextvars.Token[Frame | None]], None] = _FRAME.reset
-
-
-def revive() -> None:
-    """Make the nearest ancestor of the current frame that was not orphaned current (`leave`)."""
-    restored = _FRAME.get()
-    while restored is not None and restored.orphaned:
-        restored = restored.parent
-    _FRAME.set(restored)
 
 
 def leave(
@@ -273,7 +264,9 @@ def leave(
         return False
     restored = _FRAME.get()
     if restored is not None and restored.orphaned:
-        revive()
+        while restored is not None and restored.orphaned:
+            restored = restored.parent
+        _FRAME.set(restored)
     return True
 
 
