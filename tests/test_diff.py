@@ -21,7 +21,7 @@ from typing import Any
 import jsonpatch
 import pytest
 from _node import NODE_DIR, ensure_node_modules
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from ambient_runs._diff import StateTracker, deep_copy_json, diff, escape_pointer
@@ -913,37 +913,51 @@ class DifferOnly(StateTracker):
     one_leaf_limit = -1
 
 
+class SeededAtOnce(StateTracker):
+    """A tracker that seeds its known leaf's reading at the first chance (`_KnownLeaf`)."""
+
+    seed_after = 0
+
+
 class TestOneLeafPath:
     """`StateTracker`'s one-leaf path publishes exactly what the differ publishes."""
-
-    @staticmethod
-    def trackers() -> tuple[StateTracker, StateTracker]:
-        """A default tracker, and one whose one-leaf path is off (the differ alone)."""
-        return StateTracker(), DifferOnly()
 
     @staticmethod
     def same(expected: Any, actual: Any) -> bool:
         """Equal as published: the same kind, and operations equal in JSON and in order."""
         return pickle.dumps(expected) == pickle.dumps(actual)
 
+    @pytest.mark.parametrize("tracker", [StateTracker, SeededAtOnce])
     @PROPERTY
     @given(data=st.data())
-    def test_publishes_what_the_differ_publishes(self, data: st.DataObject) -> None:
+    def test_publishes_what_the_differ_publishes(
+        self, tracker: type[StateTracker], data: st.DataObject
+    ) -> None:
         """Random edits, mostly to one leaf again and again: the same publications, to the byte."""
         chooser = Chooser(data=data)
         value = data.draw(json_values)
-        fast, slow = self.trackers()
+        fast, slow = tracker(), DifferOnly()
         assert self.same(slow.publish(value), fast.publish(value))
         favourite = None
         for _ in range(data.draw(st.integers(1, 12))):
             roll = chooser.integer(0, 9)
             spots = leaves(value)
-            if roll < 6 and spots:  # the same leaf again, when it is still there
+            texts = [spot for spot in spots if type(spot[0][spot[1]]) is str]
+            if roll in (5, 6) and texts:  # a string swapped for an equal object, or a new text
+                holder, key = chooser.choice(texts)
+                holder[key] = "".join([*holder[key], "" if chooser.integer(0, 3) else "y"])
+            if roll < 7 and spots:  # the same leaf again, when it is still there
                 if favourite is None or favourite not in spots:
                     favourite = chooser.choice(spots)
                 holder, key = favourite
                 old = holder[key]
-                holder[key] = confuse(old) if roll == 0 else chooser.choice([*NUMBERS, "x", old])
+                if roll == 0:
+                    holder[key] = confuse(old)
+                elif roll == 1 and texts:  # a string object the value holds elsewhere
+                    there, at = chooser.choice(texts)
+                    holder[key] = there[at]
+                else:
+                    holder[key] = chooser.choice([*NUMBERS, "x", old])
             else:
                 value = mutate(chooser, value)
 
@@ -951,6 +965,112 @@ class TestOneLeafPath:
 
             assert self.same(expected, actual)
             assert (slow._length, len(slow._spine)) == (fast._length, len(fast._spine))
+
+    @PROPERTY
+    @given(data=st.data())
+    def test_a_seeded_reading_publishes_what_the_differ_publishes(
+        self, data: st.DataObject
+    ) -> None:
+        """A long state's one leaf, over and over, among string swaps: the differ's output."""
+        chooser = Chooser(data=data)
+        value = documents(data.draw(st.integers(20, 60)))
+        fast, slow = SeededAtOnce(), DifferOnly()
+        assert self.same(slow.publish(value), fast.publish(value))
+        docs = value["documents"]
+        leaf = docs[chooser.integer(0, len(docs) - 1)]["meta"]["author"]
+        seeded = 0
+        for _ in range(data.draw(st.integers(4, 24))):
+            roll = chooser.integer(0, 9)
+            doc = chooser.choice(docs)
+            if roll == 0:  # an equal string object elsewhere: the seeded reading misses
+                doc["id"] = "".join(list(doc["id"]))
+            elif roll == 1:  # another text elsewhere: not the leaf's change alone
+                doc["id"] += "!"
+            elif roll == 2:  # the leaf takes a string object the state holds elsewhere
+                leaf["id"] = doc["meta"]["author"]["name"]
+            elif roll == 3:
+                leaf["id"] = confuse(leaf["id"])
+            elif roll == 4:
+                edit_documents(chooser, value)
+            if roll != 4:
+                leaf["id"] = chooser.choice([*NUMBERS, leaf["id"], chooser.integer(0, 99)])
+
+            expected, actual = slow.publish(value), fast.publish(value)
+
+            assert self.same(expected, actual)
+            assert (slow._length, len(slow._spine)) == (fast._length, len(fast._spine))
+            known = fast._leaf
+            seeded += known is not None and known.seeded is not None
+        note(f"publishes with a seeded leaf: {seeded}")
+
+    def test_a_value_mutated_in_place_is_read_with_its_strings_seeded(self) -> None:
+        """The known leaf's seeded reading holds while the caller keeps its string objects."""
+        state = documents(200)
+        leaf = state["documents"][100]["meta"]["author"]
+        tracker = StateTracker()
+        tracker.publish(state)
+        # The second delta at one path makes it the known leaf; its plain reading
+        # holding `StateTracker.seed_after` times seeds it.
+        for n in range(1, 2 + StateTracker.seed_after):
+            leaf["id"] = 100 + n
+            tracker.publish(state)
+        known = tracker._leaf
+        assert known is not None
+        assert known.seeded is None
+        leaf["id"] = 99
+        assert ("delta", [{"op": "replace", "path": known.path, "value": 99}]) == tracker.publish(
+            state
+        )
+        assert known is tracker._leaf
+        assert known.seeded is not None
+
+        leaf["id"] = 7
+        published = tracker.publish(state)
+
+        assert ("delta", [{"op": "replace", "path": known.path, "value": 7}]) == published
+        assert known is tracker._leaf
+        assert known.seeded is not None
+
+    def test_an_equal_string_object_elsewhere_leaves_the_plain_reading(self) -> None:
+        """A string swapped for an equal object: the seeded reading misses, the plain one holds."""
+        state = documents(200)
+        leaf = state["documents"][100]["meta"]["author"]
+        tracker = StateTracker()
+        tracker.publish(state)
+        for n in range(1, 3 + StateTracker.seed_after):
+            leaf["id"] = 100 + n
+            tracker.publish(state)
+        known = tracker._leaf
+        assert known is not None
+        assert known.seeded is not None
+        name = state["documents"][3]["meta"]["author"]["name"]
+        state["documents"][3]["meta"]["author"]["name"] = "".join(list(name))
+        assert name == state["documents"][3]["meta"]["author"]["name"]
+
+        leaf["id"] = 7
+        published = tracker.publish(state)
+
+        assert ("delta", [{"op": "replace", "path": known.path, "value": 7}]) == published
+        assert known is tracker._leaf
+        assert known.seeded is None
+        state["title"] = "".join(list(state["title"]))  # equal again: the plain reading holds
+        leaf["id"] = 8
+        assert ("delta", [{"op": "replace", "path": known.path, "value": 8}]) == tracker.publish(
+            state
+        )
+        for n in range(StateTracker.seed_after + 1):  # the leaf is never seeded again
+            leaf["id"] = 10 + n
+            tracker.publish(state)
+        assert known is tracker._leaf
+        assert known.seeded is None
+        state["title"] = "another"  # another text: not the known leaf's change alone
+        leaf["id"] = 9
+        ops = tracker.publish(state)
+        assert ops is not None
+        assert ops[0] == "delta"
+        assert sorted([("/title", "another"), (known.path, 9)]) == sorted(
+            (op["path"], op["value"]) for op in ops[1]
+        )
 
     def test_a_long_run_of_one_field_takes_the_path(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A small state whose one field keeps changing is published without the differ."""
