@@ -114,7 +114,8 @@ def _decorate_function(fn: Callable[..., Any], start: Start) -> Any:
         frame = start(parent)
         token = _enter(frame)
         try:
-            result = fn(*args, **kwargs)
+            # `fn(*args)` without keywords: the `**` spelling builds a dict every call.
+            result = fn(*args, **kwargs) if kwargs else fn(*args)
         except BaseException as exc:
             _failed(token, frame, exc)
             raise
@@ -142,7 +143,8 @@ def _decorate_coroutine(fn: Callable[..., Any], start: Start) -> Any:
         frame = start(parent)
         token = _enter(frame)
         try:
-            result = await fn(*args, **kwargs)
+            # `fn(*args)` without keywords: the `**` spelling builds a dict every call.
+            result = await (fn(*args, **kwargs) if kwargs else fn(*args))
         except BaseException as exc:
             _failed(token, frame, exc)
             raise
