@@ -230,7 +230,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
         invocation._token = None
         owner = parent.owner
         host = parent.host
-        sid = self.id
+        sid: str | None = None
         children: Registry = {}
         invocation.registry = children
         # An orphan (started in a subagent that has ended) joins the nearest open scope.
@@ -241,7 +241,7 @@ class SubagentSpec(SpecFaces["Subagent"]):
         lock.acquire()
         try:
             frames = pipeline.frames
-            if pieces and sid is None and frames is not None:
+            if pieces and frames is not None:  # pieces: the spec fixes no id (`_frames_of`)
                 n = next(pipeline.subagent_numbers)
                 run_id = pipeline.run_id
                 sid = f"{run_id}-sub-{n}"
@@ -249,20 +249,22 @@ class SubagentSpec(SpecFaces["Subagent"]):
                 mine = sid if plain else _inner(sid)
                 if host is None:
                     data = f"{pieces[0]}{mine}{pieces[1]}".encode()
-                else:  # a host minted here too is its own escaped text as well
-                    theirs = owner if plain and host._n else _inner(owner or "")
+                else:  # a host minted here has its id's escaped text at hand
+                    theirs = host._text or _inner(owner or "")
                     data = f"{pieces[2]}{mine}{pieces[3]}{theirs}{pieces[4]}".encode()
                 view = pipeline.subagent_view
                 if view is None or view.open_minted(sid, n, owner, run_id):
                     frames(data)
-                    invocation._n = n
+                    invocation._text = mine
                     invocation.owner = sid
                     home[invocation] = invocation
                     return invocation  # (the lock is released on the way out)
             # The object path: its checks say why the byte path could not take it.
-            invocation._n = 0
-            if sid is None:
-                sid = pipeline.new_subagent_run_id()
+            invocation._text = None
+            if sid is None:  # (not minted above for the byte path): the spec's, else a new one
+                sid = self.id
+                if sid is None:
+                    sid = pipeline.new_subagent_run_id()
             invocation.owner = sid
             pipeline.send(
                 _subagent_started(
@@ -391,7 +393,16 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
     .. versionadded:: 0.1.0
     """
 
-    __slots__ = ("__weakref__", "_depth", "_ended", "_home", "_n", "_spec", "_started", "_token")
+    __slots__ = (
+        "__weakref__",
+        "_depth",
+        "_ended",
+        "_home",
+        "_spec",
+        "_started",
+        "_text",
+        "_token",
+    )
     _what = "subagent"
 
     def __init__(
@@ -420,8 +431,9 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
     def _setup(self, spec: SubagentSpec) -> None:
         self._spec = spec
         self.owner = spec.id
-        #: The *n* of `owner` when the byte path minted it (``<run id>-sub-<n>``), else 0.
-        self._n = 0
+        #: `owner`'s text as its frames hold it (JSON-escaped) when the byte path minted it
+        #: (``<run id>-sub-<n>``), else None.
+        self._text: str | None = None
         #: Its own frame's registry: the handles opened inside it.
         self.registry = {}
         #: The registry it is open in (its parent scope's), once started.
@@ -547,23 +559,20 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
                 pipeline.close_left_open(children, quietly=quietly)
             if event is None:
                 frames = pipeline.frames
-                data = None
                 if frames is not None:
-                    mine = sid if self._n and pipeline.subagent_plain else _inner(sid)
+                    mine = self._text or _inner(sid)  # (minted here: its text at hand)
                     try:
                         data = f"{_FINISHED_HEAD}{mine}{_FINISHED_TAIL}".encode()
                     except UnicodeEncodeError:  # an id a transformer hid from the checks
-                        data = None
+                        frames = None
                 view = pipeline.subagent_view
-                if data is not None and (view is None or view.close_plain(sid)):
-                    frames(data)  # type: ignore[misc]  # not None with data
+                if frames is not None and (view is None or view.close_plain(sid)):
+                    frames(data)
                 else:
                     pipeline.send(_subagent_finished(sid, None))
             else:
                 pipeline.send(event)
-            home = self._home
-            if home is not None:
-                home.pop(self, None)
+            self._home.pop(self, None)  # type: ignore[union-attr]  # started: it has a home
             scopes = pipeline.scopes
             if scopes.get(sid) is children:
                 del scopes[sid]
