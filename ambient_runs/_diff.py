@@ -276,7 +276,7 @@ def _make_dumper(
     sink = _Sink()
     parts = sink.parts
     pickler = pickle.Pickler(sink, protocol=protocol)
-    pickler.fast = True  # no memo: identity and refcounts do not show in the bytes
+    pickler.fast = True  # nothing memoised: only a seeded object's identity shows in the bytes
     if memo is not None:
         pickler.memo = memo
 
@@ -796,7 +796,9 @@ class _KnownLeaf:
       value. For the benchmarks' documents the pickle is a quarter as long and
       takes 20-40% less time to write. It holds only while the caller keeps the
       same string objects, as a value mutated in place does; once it misses,
-      the plain reading decides and is the only one for this leaf.
+      the plain reading decides and is the only one for this leaf. Its memo
+      keeps those strings alive until then: at most the strings of one state
+      the caller has let go of since.
     """
 
     __slots__ = ("keys", "old", "path", "path_chars", "plain", "seeded", "streak")
@@ -1280,7 +1282,7 @@ def _strings(value: Any) -> list[str]:
     Every ``str`` object in *value*'s dicts and lists (keys and items), each once.
 
     A level of containers at a time, each step one C-speed pass over the level
-    (a walk of one item at a time costs five times as long).
+    (a walk of one item at a time took two to three times as long at 1 MB).
     """
     found: list[str] = []
     level = [value]
@@ -1289,7 +1291,9 @@ def _strings(value: Any) -> list[str]:
         dicts = list(compress(level, map(is_, kinds, repeat(dict))))
         lists = compress(level, map(is_, kinds, repeat(list)))
         found.extend(chain.from_iterable(dicts))  # keys
-        items = list(chain(chain.from_iterable(map(dict.values, dicts)), *lists))
+        items = list(
+            chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists))
+        )
         kinds = list(map(type, items))
         found.extend(compress(items, map(is_, kinds, repeat(str))))
         level = list(compress(items, map(_CONTAINERS.__contains__, kinds)))
