@@ -1003,19 +1003,29 @@ class TestOneLeafPath:
             seeded += known is not None and known.seeded is not None
         note(f"publishes with a seeded leaf: {seeded}")
 
-    def test_a_value_mutated_in_place_is_read_with_its_strings_seeded(self) -> None:
-        """The known leaf's seeded reading holds while the caller keeps its string objects."""
+    @staticmethod
+    def leaf_changed(times: int) -> tuple[StateTracker, dict[str, Any], dict[str, Any], Any]:
+        """
+        A tracker that published a 200-document state, then *times* changes of one leaf.
+
+        Returns the tracker, the state, the leaf's dict and the tracker's known leaf.
+        The second delta at one path makes it the known leaf; its plain reading
+        holding `StateTracker.seed_after` times seeds it.
+        """
         state = documents(200)
         leaf = state["documents"][100]["meta"]["author"]
         tracker = StateTracker()
         tracker.publish(state)
-        # The second delta at one path makes it the known leaf; its plain reading
-        # holding `StateTracker.seed_after` times seeds it.
-        for n in range(1, 2 + StateTracker.seed_after):
+        for n in range(1, 1 + times):
             leaf["id"] = 100 + n
             tracker.publish(state)
         known = tracker._leaf
         assert known is not None
+        return tracker, state, leaf, known
+
+    def test_a_value_mutated_in_place_is_read_with_its_strings_seeded(self) -> None:
+        """The known leaf's seeded reading holds while the caller keeps its string objects."""
+        tracker, state, leaf, known = self.leaf_changed(1 + StateTracker.seed_after)
         assert known.seeded is None
         leaf["id"] = 99
         assert ("delta", [{"op": "replace", "path": known.path, "value": 99}]) == tracker.publish(
@@ -1033,15 +1043,7 @@ class TestOneLeafPath:
 
     def test_an_equal_string_object_elsewhere_leaves_the_plain_reading(self) -> None:
         """A string swapped for an equal object: the seeded reading misses, the plain one holds."""
-        state = documents(200)
-        leaf = state["documents"][100]["meta"]["author"]
-        tracker = StateTracker()
-        tracker.publish(state)
-        for n in range(1, 3 + StateTracker.seed_after):
-            leaf["id"] = 100 + n
-            tracker.publish(state)
-        known = tracker._leaf
-        assert known is not None
+        tracker, state, leaf, known = self.leaf_changed(2 + StateTracker.seed_after)
         assert known.seeded is not None
         name = state["documents"][3]["meta"]["author"]["name"]
         state["documents"][3]["meta"]["author"]["name"] = "".join(list(name))
