@@ -451,8 +451,8 @@ class EventStream:
         """
         Every item buffered now, in order, without a coroutine; [] when none is.
 
-        `_now`'s first step, also what `sse.frames` takes between two waits:
-        one pass over the buffer per batch, not a call per item.
+        `_now`'s first step, also what `sse.frames` takes between two waits, and
+        `_take`'s last: one pass over the buffer per batch, not a call per item.
         """
         channel = self._channel
         buffer = channel.buffer
@@ -480,7 +480,7 @@ class EventStream:
                 return []
         return self._ready_all()
 
-    async def _take(self) -> list[ev.BaseEvent]:
+    async def _take(self) -> list[ev.BaseEvent | bytes]:
         """
         Return every event buffered now (at least one, in order), or [] at the end.
 
@@ -507,12 +507,7 @@ class EventStream:
                     await self.aclose()
                     raise
         channel.woken = False
-        channel.note_size()
-        batch = _popped(buffer)
-        if channel.writer is not None and len(buffer) <= channel.low_water:
-            channel.wake_writer()
-        self._last = batch[-1]
-        return batch
+        return self._ready_all()
 
     async def _wait(self) -> None:
         """Wait until an event is buffered; raise StopAsyncIteration at the end."""
