@@ -803,7 +803,9 @@ class _KnownLeaf:
 
     __slots__ = ("keys", "old", "path", "path_chars", "plain", "seeded", "streak")
 
-    def __init__(self, keys: list[Any], path: str, old: bytes, plain: _LeafBytes) -> None:
+    def __init__(
+        self, keys: list[Any], path: str, old: bytes, plain: _LeafBytes, *, seed: bool
+    ) -> None:
         self.keys = keys
         self.path = path
         self.path_chars = _json_len(path)
@@ -811,9 +813,9 @@ class _KnownLeaf:
         self.old = old
         self.plain = plain
         self.seeded: _LeafBytes | None = None
-        #: The plain reading's successes in a row; -1: never seed (the seeded reading
-        #: missed once, or the value holds no string).
-        self.streak = 0
+        #: The plain reading's successes in a row; -1: never seed (*seed* False, the
+        #: seeded reading missed once, or the value holds no string).
+        self.streak = 0 if seed else -1
 
 
 class StateTracker:
@@ -1010,10 +1012,7 @@ class StateTracker:
         plain = _around(self._dump_flat, self._dump_scalar, containers, keys)
         if not old or plain is None:
             return None
-        leaf = _KnownLeaf(keys, path, old, plain)
-        if self.seed_after < 0:
-            leaf.streak = -1
-        return leaf
+        return _KnownLeaf(keys, path, old, plain, seed=self.seed_after >= 0)
 
     def _flat(self, scalar: Any) -> bytes:
         """A scalar's pickle as an item of a protocol 3 pickle (no header, no STOP)."""
