@@ -385,6 +385,9 @@ async def call_agent(agent: Agent, run: Run) -> Any:
 
 async def _drive(agent: Agent, run: Run) -> None:
     async with run:
+        # RUN_STARTED has woken the consumer: let it send that frame before the agent's
+        # first steps (time to first byte), as `drain` does for any woken consumer.
+        await run.pipeline.drain()
         result = await call_agent(agent, run)
         if result is not None:
             run.finish_with(result)

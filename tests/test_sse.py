@@ -286,7 +286,8 @@ class TestBatches:
                 raise
 
         batches = sse._batches(ar.stream(agent, INPUT), keep_alive)
-        assert b"RUN_STARTED" in await anext(batches)
+        assert b"RUN_STARTED" in await anext(batches)  # alone: the agent has not run yet
+        assert b'"delta":"first"' in await anext(batches)  # it runs, and sleeps
         if keep_alive is not None:
             assert sse.KEEP_ALIVE == await anext(batches)
         await batches.aclose()

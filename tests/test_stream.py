@@ -292,6 +292,35 @@ class TestStreamBackpressure:
         # ...and the consumer keeps up in doubling batches, never near the mark.
         assert events.statistics().max_buffered <= 300
 
+    async def test_run_started_goes_out_before_the_agent_runs(self) -> None:
+        """Time to first byte: the first frame never waits for an agent that never yields."""
+        written = 0
+
+        async def producer(run: ar.Run) -> None:
+            nonlocal written
+            with ar.message() as m:
+                for _ in range(500):  # no drain(), no await: a burst to the end
+                    m.write("x")
+                    written += 1
+
+        for read in ("_take", "_now"):  # what AgentApp and sse.frames read
+            written = 0
+            events = stream(producer, INPUT)
+            take = getattr(events, read)
+            first = await take()
+            assert (written, len(first)) == (0, 1)
+            assert isinstance(first[0], ev.RunStartedEvent)
+            rest: list[Any] = []
+            while batch := await take():
+                rest.extend(batch)
+            assert written == 500
+            assert [type(e) for e in (rest[0], rest[-2], rest[-1])] == [
+                ev.TextMessageStartEvent,
+                ev.TextMessageEndEvent,
+                ev.RunFinishedEvent,
+            ]
+            assert len(rest) == 1 + 500 + 2
+
     async def test_batches_double_while_the_agent_bursts(self) -> None:
         """What `AgentApp` reads (`_take`): every buffered event, in batches that double."""
 
