@@ -6,7 +6,8 @@ synchronous and never block, so the buffer is bounded the way
 `asyncio.StreamWriter` bounds its own: the agent awaits `ambient_runs.drain`
 (`Run.drain`, which `MessageHandle.astream` awaits after every chunk), and that
 waits while the buffer holds more than the high-water mark. Closing the stream
-early cancels the agent.
+early cancels the agent. The stream's driver drains once right after the run
+opens, so `RUN_STARTED` reaches the consumer before the agent's body runs.
 
 Below the mark, `drain` also lets a consumer that was woken run before the
 agent goes on, once the buffer holds as many events as the consumer last took
