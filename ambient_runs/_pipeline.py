@@ -43,7 +43,7 @@ import enum
 import itertools
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from ambient_runs import events as ev
 from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
@@ -89,6 +89,22 @@ def lifecycle_refused(kind: type[ev.BaseEvent], by: str) -> ProtocolError:
         "run.finish_with(result)) to finish, raise to fail, or raise Interrupted to pause."
     )
     return ProtocolError(msg, rule="run-lifecycle")
+
+
+_T = TypeVar("_T")
+
+
+def _without(items: tuple[_T, ...], item: _T, what: str) -> tuple[_T, ...]:
+    """*items* less the first that equals *item*; `ValueError` naming the fix when none does."""
+    try:
+        at = items.index(item)
+    except ValueError:
+        msg = (
+            f"{item!r} is not in this run's {what}: remove only one that was added to the "
+            "run (or given to it), and only once"
+        )
+        raise ValueError(msg) from None
+    return (*items[:at], *items[at + 1 :])
 
 
 class OpenHandle(Protocol):
@@ -186,7 +202,10 @@ class Pipeline:
         #: The run this pipeline serves (what a frame's ``run`` reads).
         self.run = run
         self._check = check
-        self._taps: list[Sink] = list(taps)
+        # Tuples, replaced whole under the lock (`add_tap`, `_without`): a delivery in
+        # flight goes on over the ones it started with, whatever a tap or transformer adds
+        # or removes meanwhile, and a run without any holds the shared empty tuple.
+        self._taps: tuple[Sink, ...] = tuple(taps)
         self.lock = threading.RLock()
         self._message_ids = itertools.count(1)
         self._tool_call_ids = itertools.count(1)
@@ -452,21 +471,19 @@ class Pipeline:
     def remove_transformer(self, transformer: Transformer) -> None:
         """Stop applying *transformer*; `ValueError` when it is not one of the run's."""
         with self.lock:
-            remaining = list(self._transformers)
-            remaining.remove(transformer)
-            self._transformers = tuple(remaining)
+            self._transformers = _without(self._transformers, transformer, "transformers")
             self._byte_path()
 
     def add_tap(self, tap: Sink) -> None:
         """Also deliver every later event to *tap* (after the sink)."""
         with self.lock:
-            self._taps.append(tap)
+            self._taps = (*self._taps, tap)
             self._byte_path()
 
     def remove_tap(self, tap: Sink) -> None:
-        """Stop delivering events to *tap*."""
+        """Stop delivering events to *tap*; `ValueError` when it is not one of the run's."""
         with self.lock:
-            self._taps.remove(tap)
+            self._taps = _without(self._taps, tap, "taps")
             self._byte_path()
 
     async def drain(self) -> None:

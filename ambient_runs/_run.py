@@ -355,11 +355,24 @@ class Run(Emitters, RunAccessors):
         self.pipeline.remove_transformer(transformer)
 
     def add_tap(self, tap: Sink) -> None:
-        """Also deliver every later event to *tap* (after the sink)."""
+        """
+        Also deliver every later event to *tap* (after the sink).
+
+        Safe from inside a tap: the event in flight reaches the taps it started
+        with, so one added then sees the next event first.
+        """
         self.pipeline.add_tap(tap)
 
     def remove_tap(self, tap: Sink) -> None:
-        """Stop delivering events to *tap*."""
+        """
+        Stop delivering events to *tap*.
+
+        Safe from inside a tap (a tap may remove itself): the event in flight
+        still reaches every tap it started with.
+
+        Raises:
+            ValueError: *tap* is not one of the run's.
+        """
         self.pipeline.remove_tap(tap)
 
     # ------------------------------------------------------------------ lifecycle

@@ -290,6 +290,94 @@ class TestSinkAndVerify:
         ]
 
 
+class TestTaps:
+    """`Run.add_tap` and `Run.remove_tap`, from outside a delivery and from inside one."""
+
+    async def test_a_tap_sees_every_later_event_after_the_sink(self) -> None:
+        """A tap added mid-run gets each event the sink gets from then on, after the sink."""
+        order: list[tuple[str, ev.EventType]] = []
+
+        def sink(event: ev.BaseEvent) -> None:
+            order.append(("sink", event.TYPE))
+
+        def tap(event: ev.BaseEvent) -> None:
+            order.append(("tap", event.TYPE))
+
+        async with ar.Run(make_input(), sink=sink) as run:
+            run.add_tap(tap)
+            ar.say("x")
+            run.remove_tap(tap)
+            ar.say("y")
+
+        start, content, end = (
+            ev.EventType.TEXT_MESSAGE_START,
+            ev.EventType.TEXT_MESSAGE_CONTENT,
+            ev.EventType.TEXT_MESSAGE_END,
+        )
+        assert [
+            ("sink", ev.EventType.RUN_STARTED),
+            *[(who, kind) for kind in (start, content, end) for who in ("sink", "tap")],
+            *[("sink", kind) for kind in (start, content, end)],
+            ("sink", ev.EventType.RUN_FINISHED),
+        ] == order
+
+    async def test_a_tap_that_removes_itself_leaves_the_event_to_the_others(self) -> None:
+        """The event in flight still reaches every tap it started with; later ones skip it."""
+        first: list[ev.EventType] = []
+        second: list[ev.EventType] = []
+
+        async with ar.Run(make_input()) as run:
+
+            def once(event: ev.BaseEvent) -> None:
+                first.append(event.TYPE)
+                run.remove_tap(once)
+
+            run.add_tap(once)
+            run.add_tap(lambda event: second.append(event.TYPE))
+            ar.say("x")
+
+        assert [ev.EventType.TEXT_MESSAGE_START] == first
+        assert [
+            ev.EventType.TEXT_MESSAGE_START,
+            ev.EventType.TEXT_MESSAGE_CONTENT,
+            ev.EventType.TEXT_MESSAGE_END,
+            ev.EventType.RUN_FINISHED,
+        ] == second
+
+    async def test_a_tap_added_by_a_tap_sees_the_next_event_first(self) -> None:
+        """A tap added during a delivery is not handed the event in flight."""
+        late: list[ev.EventType] = []
+
+        async with ar.Run(make_input()) as run:
+
+            def adder(event: ev.BaseEvent) -> None:
+                if event.TYPE is ev.EventType.TEXT_MESSAGE_START:
+                    run.add_tap(lambda later: late.append(later.TYPE))
+
+            run.add_tap(adder)
+            ar.say("x")
+
+        assert [
+            ev.EventType.TEXT_MESSAGE_CONTENT,
+            ev.EventType.TEXT_MESSAGE_END,
+            ev.EventType.RUN_FINISHED,
+        ] == late
+
+    async def test_removing_a_tap_the_run_lacks_names_the_fix(self) -> None:
+        """A tap never added, or removed already, is a ValueError that says what to remove."""
+
+        def tap(event: ev.BaseEvent) -> None:
+            pass
+
+        async with ar.Run(make_input()) as run:
+            with pytest.raises(ValueError, match="is not in this run's taps: remove only one"):
+                run.remove_tap(tap)
+            run.add_tap(tap)
+            run.remove_tap(tap)
+            with pytest.raises(ValueError, match="and only once"):
+                run.remove_tap(tap)
+
+
 class TestEventLog:
     async def test_drain_returns_and_forgets(self) -> None:
         """drain() hands back the events logged so far and empties the log."""
