@@ -237,7 +237,7 @@ class Pipeline:
         #: The run's typed state and its publisher (``_state.RunState``).
         self.state = state
         #: The token usage recorded in the run, summed per provider and model.
-        self.usage = UsageTotals()
+        self.usage = UsageTotals(self.lock)
         #: The run's conversation (``_history.History``), fed every delivered event;
         #: None when the run does not record its messages.
         self.history: History | None = None

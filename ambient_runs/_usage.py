@@ -56,18 +56,23 @@ _COUNT_NAMES = frozenset(COUNTS)
 
 
 class UsageTotals:
-    """A run's token counts, summed per (provider, model); thread-safe."""
+    """A run's token counts, summed per (provider, model); thread-safe under the run's lock."""
 
     __slots__ = ("_lock", "_sums")
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sums: dict[tuple[str | None, str | None], dict[str, int]] = {}
+    def __init__(self, lock: threading.RLock) -> None:
+        #: The run's lock (``Pipeline.lock``), which `usage_in` holds around `add` already.
+        self._lock = lock
+        #: Made at the first report: most runs report none, and an idle run stays small.
+        self._sums: dict[tuple[str | None, str | None], dict[str, int]] | None = None
 
     def add(self, usage: ev.TokenUsage) -> None:
         """Add one report to its (provider, model)'s sums."""
         with self._lock:
-            sums = self._sums.setdefault((usage.provider, usage.model), {})
+            every = self._sums
+            if every is None:
+                every = self._sums = {}
+            sums = every.setdefault((usage.provider, usage.model), {})
             for name in COUNTS:
                 count = getattr(usage, name)
                 if count is not None:
@@ -76,11 +81,12 @@ class UsageTotals:
     def totals(self) -> tuple[ev.TokenUsage, ...] | None:
         """One `TokenUsage` per (provider, model), first reported first; None before any."""
         with self._lock:
-            if not self._sums:
+            every = self._sums
+            if not every:
                 return None
             return tuple(
                 ev.TokenUsage(provider=provider, model=model, **sums)
-                for (provider, model), sums in self._sums.items()
+                for (provider, model), sums in every.items()
             )
 
 

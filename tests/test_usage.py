@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +55,30 @@ class TestTotals:
             },
         ] == end["usage"]
         assert_valid(list(run.events))
+
+    def test_reports_from_many_threads_all_count(self) -> None:
+        """Threads reporting at once through one subagent handle: no report is lost."""
+        threads, reports = 8, 500
+        with ar.Run(make_input()) as run:
+            handle = run.subagent("pool").start()
+            barrier = threading.Barrier(threads)
+
+            def report() -> None:
+                barrier.wait()
+                for _ in range(reports):
+                    handle.usage(provider="p", model="m", input_tokens=1, output_tokens=2)
+
+            workers = [threading.Thread(target=report) for _ in range(threads)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            handle.finish()
+        total = threads * reports
+        assert [
+            {"provider": "p", "model": "m", "inputTokens": total, "outputTokens": 2 * total}
+        ] == last(run)["usage"]
+        assert total == sum(1 for e in run.events if e.TYPE.value == "CUSTOM")
 
     def test_each_report_is_a_custom_event_of_its_scope(self) -> None:
         with ar.Run(make_input()) as run, ar.subagent("s") as sub:
