@@ -202,9 +202,9 @@ class Pipeline:
         #: The run this pipeline serves (what a frame's ``run`` reads).
         self.run = run
         self._check = check
-        # Tuples, replaced whole under the lock (`add_tap`, `_without`): a delivery in
-        # flight goes on over the ones it started with, whatever a tap or transformer adds
-        # or removes meanwhile, and a run without any holds the shared empty tuple.
+        # A tuple, like `_transformers`, replaced whole under the lock (`add_tap`,
+        # `remove_tap`): a delivery in flight goes on over the taps it started with,
+        # whatever a tap adds or removes meanwhile; a run without taps holds the shared ().
         self._taps: tuple[Sink, ...] = tuple(taps)
         self.lock = threading.RLock()
         self._message_ids = itertools.count(1)
