@@ -61,7 +61,8 @@ class UsageTotals:
     __slots__ = ("_lock", "_sums")
 
     def __init__(self, lock: threading.RLock) -> None:
-        #: The run's lock (``Pipeline.lock``), which `usage_in` holds around `add` already.
+        #: The run's lock (``Pipeline.lock``): `usage_in` holds it around `add` already, and
+        #: re-entering it costs little; `totals` is also read without it (`Run`'s finish).
         self._lock = lock
         #: Made at the first report: most runs report none, and an idle run stays small.
         self._sums: dict[tuple[str | None, str | None], dict[str, int]] | None = None
