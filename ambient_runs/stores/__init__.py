@@ -43,6 +43,7 @@ from ambient_runs.stores._fold import RunView, prelude
 __all__ = (
     "Entry",
     "EventsExpiredError",
+    "EventsLostError",
     "MemoryStore",
     "Page",
     "RunEndedError",
@@ -52,6 +53,7 @@ __all__ = (
     "RunStore",
     "RunView",
     "StoreError",
+    "StoreUnavailableError",
     "follow",
     "prelude",
     "worker_lost_event",
@@ -101,6 +103,29 @@ class EventsExpiredError(StoreError, LookupError):
     def __init__(self, message: str, *, first: int) -> None:
         super().__init__(message)
         self.first = first
+
+
+class EventsLostError(StoreError, LookupError):
+    """
+    Events the store should still hold are gone for a reason other than trimming:
+    the store restarted empty, was flushed, or evicted the run's keys under
+    memory pressure. Unlike `EventsExpiredError`, nothing the client did (or
+    could do) explains it, so a transport names it ``events_lost``.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """
+    The store did not answer: a connection failed, timed out, or every pooled
+    connection stayed busy past the wait. The operation may be retried later.
+
+    A transport answers it with 503 and ``Retry-After`` before a stream starts,
+    and with ``RUN_ERROR`` code ``store_unavailable`` once it has.
+
+    .. versionadded:: 0.1.0
+    """
 
 
 class RunEndedError(StoreError, RuntimeError):
