@@ -274,7 +274,8 @@ class AgentApp:
             run *detached*: a run outlives its request, every event is logged
             before it is sent, every frame carries an ``id:``, and
             ``GET …/threads/{threadId}/runs/{runId}`` resumes (``Last-Event-ID``
-            or ``?after=``) or joins it, ``POST …/cancel`` cancels it, from any
+            or ``?after=``) or joins it, ``POST …/cancel`` (with a JSON content
+            type, as a run: else 415) cancels it, from any
             worker sharing the store (see ``ambient_runs._detached``). None (the
             default): a disconnect cancels the run, as before.
         lease: With *store*, the seconds this worker's lease on a run lasts
