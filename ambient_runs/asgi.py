@@ -286,10 +286,15 @@ class AgentApp:
             thread is loaded before each run and what the client sent merged
             into it (`ambient_runs.merge_history`: stored messages first, the
             client's copy of one replacing it in place, new ones after); the run
-            starts from that, opening with ``MESSAGES_SNAPSHOT`` when the client
-            did not already hold all of it; when the agent is done, before the
-            terminal event, the run's whole history (`Run.messages`; every run
-            records its messages, ``record_messages=True``) is saved.
+            starts from that, with ``MESSAGES_SNAPSHOT`` when the client did
+            not already hold all of it (just before the agent's first event,
+            never for a run that fails or is cancelled before it); when the
+            agent is done, before the terminal event, the run's whole history
+            (`Run.messages`; every run records its messages,
+            ``record_messages=True``) is saved, unless it failed or was
+            cancelled before its first event (an agent refusing its caller
+            keeps nothing of the caller's). Who may use which thread is
+            *authorize*'s to decide.
             A load that fails is a 503; a save that fails ends a run that would
             have succeeded with ``RUN_ERROR`` code ``thread_store_error`` (see
             ``ambient_runs.conversations``).
