@@ -20,13 +20,16 @@ from typing import Any
 
 import httpx
 import pytest
-from _uvicorn_server import serving
+from _node import client_verify
+from _uvicorn_server import E2E, serving
 from _wire_helpers import assert_one_terminal
 
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs.asgi import Action, AgentApp, Request
 from ambient_runs.stores import MemoryStore
+
+pytestmark = E2E
 
 ALICE = {"authorization": "Bearer alice-token"}
 MALLORY = {"authorization": "Bearer mallory-token"}
@@ -299,7 +302,20 @@ class TestAgentsThatRefuseThemselves:
         assert not any(secret in response.text + joined.text for secret in SECRETS)
         assert_one_terminal(events)
         assert ["a1", "a2", "r2-u", "r2-msg-1"] == [m.id for m in await threads.load(THREAD)]
-        assert "alice-secret" in alice.text  # her own history reaches her
+        # The official client reads both: Mallory ends with her own message only, Alice
+        # (who sent only her new message) with the whole stored conversation.
+        mallorys, alices = client_verify(
+            [
+                {"events": events, "initialMessages": body["messages"]},
+                {
+                    "events": events_of(alice.text),
+                    "initialMessages": run_body("r2", "again")["messages"],
+                },
+            ]
+        )
+        assert (True, True) == (mallorys["ok"], alices["ok"]), (mallorys, alices)
+        assert ["s"] == [m["id"] for m in mallorys["messages"] or ()]
+        assert ["a1", "a2", "r2-u", "r2-msg-1"] == [m["id"] for m in alices["messages"] or ()]
 
 
 async def _exists(app: App, run_id: str) -> bool:
