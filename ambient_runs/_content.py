@@ -20,7 +20,7 @@ from ambient_runs._diff import StateTracker
 from ambient_runs._reads import Reads
 from ambient_runs._state import operations, send_tracked, tracked_change
 from ambient_runs._wire import check_encodable, frame_template, json_form, lone_surrogate
-from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
+from ambient_runs.errors import HandleClosedError, HandleWarning
 
 if TYPE_CHECKING:
     from typing import Self
@@ -93,15 +93,16 @@ class Handle:
         ident = getattr(self, "id", None)
         return f"{self._what} {ident!r}" if ident is not None else self._what
 
-    def _abandon(self, *, quietly: bool) -> None:
+    def _abandon(self) -> None:
         """Close the handle on behalf of a scope that ended with it still open."""
-        if not quietly:
-            warn_at_user(
-                f"{self._label()} was still open when its scope ended; ambient_runs closed it. "
-                f"End it before its scope ends: open it in a `with` block, or call its end()",
-                LeftOpenWarning,
-            )
         self.end()
+
+    def _left_open(self) -> str:
+        """What the `LeftOpenWarning` says of this handle, left open and closed for it."""
+        return (
+            f"{self._label()} was still open when its scope ended; ambient_runs closed it. "
+            f"End it before its scope ends: open it in a `with` block, or call its end()"
+        )
 
     def _orphan(self) -> None:
         """The run is over: mark the handle ended, sending nothing."""

@@ -4,8 +4,11 @@
 The policy is checked once, when the app is made (an origin that is not
 ``scheme://host[:port]`` is a `ValueError` then, not a silent mismatch per
 request), and answers each request's ``Origin`` with the headers its response
-carries. ``"*"`` allows any origin; with credentials the origin is echoed
-instead, since browsers refuse ``*`` on a credentialed response.
+carries. ``"*"`` allows any origin, without credentials only: echoing any
+origin with credentials would let every site read a user's runs with the
+user's cookies, so ``"*"`` with credentials is a `ValueError` (list the
+origins). The opaque origin ``null`` (sandboxed frames, ``file:``, some
+redirects) can never be listed, so it never gets credentials.
 """
 
 from __future__ import annotations
@@ -32,11 +35,19 @@ class Cors:
         The policy `AgentApp` takes as *allow_origins* and *allow_credentials*.
 
         Raises:
-            ValueError: An origin is not ``scheme://host[:port]`` or ``"*"``.
+            ValueError: An origin is not ``scheme://host[:port]`` or ``"*"``, or
+                ``"*"`` comes with *allow_credentials*.
         """
         if isinstance(allow_origins, str):
             allow_origins = (allow_origins,)
         origins = frozenset(allow_origins)
+        if "*" in origins and allow_credentials:
+            msg = (
+                "allow_origins='*' with allow_credentials=True would let any site read "
+                "responses with its visitors' cookies: list the origins instead, e.g. "
+                "allow_origins=['https://app.example']"
+            )
+            raise ValueError(msg)
         for origin in origins:
             if origin != "*" and not _is_origin(origin):
                 msg = (
@@ -50,10 +61,10 @@ class Cors:
         """The CORS headers every response to *origin* carries (none if not allowed)."""
         if origin is None or not self.origins:
             return []
-        if origin in self.origins:
+        if origin in self.origins and origin != "null":
             allowed = origin
         elif "*" in self.origins:
-            allowed = origin if self.credentials else "*"
+            allowed = "*"  # never with credentials (refused in `of`)
         else:
             return []
         headers = [(b"access-control-allow-origin", allowed.encode("latin-1"))]

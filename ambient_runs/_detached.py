@@ -180,7 +180,8 @@ class Detached:
         after: int | None = None
         if cursor is not None and cursor.strip() != "":
             text = cursor.strip()
-            if not text.isdigit() or len(text) > 18:
+            # ASCII digits only: str.isdigit() also takes "²", which int() refuses (a 500).
+            if not (text.isascii() and text.isdigit()) or len(text) > 18:
                 detail = f"the cursor {text[:40]!r} is not an event id (a number from an id: line)"
                 await reject(send, 400, "bad cursor", [detail], cors=cors)
                 return

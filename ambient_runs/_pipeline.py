@@ -50,7 +50,7 @@ from ambient_runs._outcomes import DEFAULT_POLICY, ErrorPolicy
 from ambient_runs._reads import Reads
 from ambient_runs._usage import UsageTotals
 from ambient_runs._wire import ENCODABLE, check_encodable, json_verbatim
-from ambient_runs.errors import ProtocolError
+from ambient_runs.errors import LeftOpenWarning, ProtocolError, warn_at_user
 
 if TYPE_CHECKING:
     from ambient_runs._history import History, Text
@@ -113,8 +113,11 @@ class OpenHandle(Protocol):
     @property
     def ended(self) -> bool: ...
 
-    def _abandon(self, *, quietly: bool) -> None:
-        """Close the handle for its scope, which ended with it open (warn unless *quietly*)."""
+    def _abandon(self) -> None:
+        """Close the handle for its scope, which ended with it open (the caller warns)."""
+
+    def _left_open(self) -> str:
+        """The `LeftOpenWarning`'s text for this handle: ``"<what> was still open …"``."""
 
     def _orphan(self) -> None:
         """The run is over: mark the handle ended without sending anything."""
@@ -514,12 +517,20 @@ class Pipeline:
 
     def close_left_open(self, registry: Registry, *, quietly: bool) -> None:
         """
-        Close what is still open in *registry*, newest first (a `LeftOpenWarning` each).
+        Close what is still open in *registry*, newest first; warn unless *quietly*.
 
         Depth first and without recursion: what a subagent left open inside it
         closes before the subagent does, at any nesting depth (thousands of
         nested open subagents close as one loop, not a recursion per level).
+
+        Up to `_WARN_EACH` handles left open get a `LeftOpenWarning` each; more
+        get one in all, with their count and the first few names: 100,000
+        forgotten subagents are one mistake, not 100,000 lines of log (and
+        building each warning cost more than closing the handle). The warning
+        comes once everything is closed, so one made an error still leaves
+        the scope closed.
         """
+        left: list[OpenHandle] = []
         with self.lock:
             # (handle, whether what it holds open is already on the stack above it)
             stack: list[tuple[OpenHandle, bool]] = [(h, False) for h in registry.values()]
@@ -533,7 +544,11 @@ class Pipeline:
                         stack.append((handle, True))
                         stack.extend((child, False) for child in children.values())
                         continue
-                handle._abandon(quietly=quietly)
+                handle._abandon()
+                if not quietly:
+                    left.append(handle)
+            if left:
+                _warn_left_open(left)
 
     def close(self) -> None:
         """The run is over: refuse further events and mark every open handle ended."""
@@ -549,3 +564,24 @@ class Pipeline:
                 handle._orphan()
             self.root.clear()
             self.scopes = {None: self.root}
+
+
+_WARN_EACH = 3
+"""The most handles left open in one scope that get a `LeftOpenWarning` each."""
+
+
+def _warn_left_open(left: Sequence[OpenHandle]) -> None:
+    """Warn of the handles left open in one scope (see `Pipeline.close_left_open`)."""
+    if len(left) <= _WARN_EACH:
+        for handle in left:
+            warn_at_user(handle._left_open(), LeftOpenWarning)
+        return
+    # Each text starts with what was left open: "subagent 's' (r-sub-1) was still open …".
+    names = [handle._left_open().partition(" was still open")[0] for handle in left[:_WARN_EACH]]
+    more = len(left) - len(names)
+    warn_at_user(
+        f"{len(left)} handles were still open when their scope ended; ambient_runs closed "
+        f"them: {', '.join(names)} and {more} more. End each before its scope ends: open it "
+        "in a `with` block (or use the decorator), or call its end() (a subagent's finish())",
+        LeftOpenWarning,
+    )

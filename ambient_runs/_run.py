@@ -184,11 +184,16 @@ class Run(Emitters, RunAccessors):
             what the client sent (`ambient_runs.merge_history` does what
             ``AgentApp(threads=...)`` does). When it is not exactly the client's
             messages (activity messages aside, which clients never send back),
-            the run sends it as ``MESSAGES_SNAPSHOT`` right after
-            ``RUN_STARTED`` (two, when the client holds some of it: a snapshot
-            keeps the client's messages where they are and appends new ones, so
-            the first holds only what comes before the client's first message),
-            so the client holds the same conversation, in the same order.
+            the run sends it as ``MESSAGES_SNAPSHOT`` (two, when the client
+            holds some of it: a snapshot keeps the client's messages where they
+            are and appends new ones, so the first holds only what comes before
+            the client's first message), so the client holds the same
+            conversation, in the same order. They go out just before the
+            agent's first event (or its ``RUN_FINISHED``, success or interrupt,
+            when it emits none), right after ``RUN_STARTED`` on the wire, but
+            never for a run that fails or is cancelled before that: an agent
+            that refuses its caller (reading `request`, raising) shows them
+            nothing of the stored conversation.
         record_messages: Keep the run's history (`messages`, `publish_messages`).
             Off (the default), `messages` is only the conversation before the
             run, and `publish_messages` raises `MessagesNotRecordedError`.
@@ -229,8 +234,11 @@ class Run(Emitters, RunAccessors):
                 msg = f"history holds {message!r}, which is not an ambient_runs.events message"
                 raise TypeError(msg)
         self._before = before
-        #: What the run opens with when *history* is not what the client holds.
-        self._catch_up = () if history is None else tuple(catch_up(before, input.messages))
+        #: Holds back what the run opens with when *history* is not what the client holds,
+        #: until the agent's first event (`_HistoryGate`); None without a *history*.
+        self._gate = None if history is None else _HistoryGate(catch_up(before, input.messages))
+        if self._gate is not None:
+            transformers = (self._gate, *transformers)
         self._log = EventLog() if sink is None else None
         verifier: Any = None
         if verify:
@@ -254,6 +262,8 @@ class Run(Emitters, RunAccessors):
             _scopes.taps(),
             self._state,
         )
+        if self._gate is not None:
+            self._gate.pipeline = self.pipeline
         if record_messages:
             self.pipeline.history = History(before)
         if verifier is not None:
@@ -299,6 +309,10 @@ class Run(Emitters, RunAccessors):
             msg = "run.events exists only for a run made without a sink"
             raise AttributeError(msg)
         return self._log
+
+    def _proved(self) -> bool:
+        """Whether the agent has emitted an event (or finished): its *history* went out."""
+        return self._gate is None or self._gate.opened
 
     @property
     def finished(self) -> bool:
@@ -394,8 +408,6 @@ class Run(Emitters, RunAccessors):
                     input=self.input if self._echo_input else None,
                 )
             )
-            for snapshot in self._catch_up:  # the history is not what the client holds
-                self.pipeline.send(snapshot)
         except BaseException:
             _scopes.leave(self._token, self._root, "run")
             raise
@@ -530,6 +542,44 @@ class Run(Emitters, RunAccessors):
         left to wake there, and the call never raises for it.
         """
         self._cancellation.cancel()
+
+
+class _HistoryGate:
+    """
+    The transformer that holds a run's *history* back until the agent proves itself.
+
+    A run given a *history* (a thread a server loaded) owes the client the
+    ``MESSAGES_SNAPSHOT`` events that make it hold the same conversation. Sent
+    right after ``RUN_STARTED``, they would reach a caller that the agent then
+    refuses (it reads `Run.request` and raises): the stored conversation would
+    leak to whoever asked. So they go out just before the agent's first event,
+    or before its ``RUN_FINISHED`` (success, or an interrupt) when it emits
+    none; a run that fails or is cancelled first never sends them. First among
+    the run's transformers, so the others see the snapshots as before; it
+    removes itself at its first decision, which puts the byte path back.
+    """
+
+    __slots__ = ("opened", "pipeline", "snapshots")
+
+    def __init__(self, snapshots: Sequence[ev.MessagesSnapshotEvent]) -> None:
+        self.snapshots = tuple(snapshots)
+        #: Whether the snapshots went out (the agent emitted, or finished).
+        self.opened = False
+        self.pipeline: Pipeline | None = None
+
+    def __call__(self, event: ev.BaseEvent) -> ev.BaseEvent | list[ev.BaseEvent]:
+        kind = type(event)
+        if kind is ev.RunStartedEvent:
+            return event
+        if self.pipeline is not None:
+            self.pipeline.remove_transformer(self)  # under the run's lock, as every send
+        if kind is ev.RunErrorEvent or (
+            kind is ev.RunFinishedEvent
+            and isinstance(event.outcome, ev.RunFinishedCancelledOutcome)  # type: ignore[attr-defined]
+        ):
+            return event  # failed or cancelled before its first event: nothing of the history
+        self.opened = True
+        return [*self.snapshots, event]
 
 
 def _tool_call_ids(messages: Sequence[ev.Message]) -> list[str]:

@@ -42,8 +42,6 @@ from ambient_runs.errors import (
     HandleClosedError,
     HandleWarning,
     InvalidEventError,
-    LeftOpenWarning,
-    warn_at_user,
 )
 
 if TYPE_CHECKING:
@@ -630,16 +628,17 @@ class Subagent(_scopes.Frame, Faces, Emitters, RunAccessors):
             ev.SubagentErrorEvent(subagent_run_id=self.owner or "", message=message, code=code)
         )
 
-    def _abandon(self, *, quietly: bool) -> None:
-        if not quietly:
-            warn_at_user(
-                f"subagent {self.name!r} ({self.owner}) was still open when its scope ended; "
-                "ambient_runs finished it. Finish it before its parent ends: use `with "
-                "ambient_runs.subagent(...)` or the decorator, or call its finish() "
-                "(finish_with(), fail())",
-                LeftOpenWarning,
-            )
-        self._end(None, quietly=quietly)
+    def _abandon(self) -> None:
+        # The pipeline closed what it held open first (depth first): nothing warns here.
+        self._end(None, quietly=True)
+
+    def _left_open(self) -> str:
+        return (
+            f"subagent {self.name!r} ({self.owner}) was still open when its scope ended; "
+            "ambient_runs finished it. Finish it before its parent ends: use `with "
+            "ambient_runs.subagent(...)` or the decorator, or call its finish() "
+            "(finish_with(), fail())"
+        )
 
     def _finish(self, exc: BaseException | None, result: Any = None) -> None:
         """End the invocation the way its body ended (see the class docstring)."""

@@ -43,7 +43,7 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -51,6 +51,7 @@ from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._cors import Cors
 from ambient_runs._detached import Detached, route
+from ambient_runs._outcomes import frontend_calls_of, interrupts_of
 from ambient_runs._reads import Reads
 from ambient_runs._run import Run
 from ambient_runs._stream import (
@@ -66,7 +67,7 @@ from ambient_runs.conversations import ThreadStore, merge_history
 from ambient_runs.errors import AgentError, InvalidInputError, InvalidJSONError
 from ambient_runs.stores import RunStore
 
-__all__ = ("AgentApp", "Headers", "Request")
+__all__ = ("AgentApp", "Authorize", "Headers", "Request")
 
 _log = logging.getLogger("ambient_runs")
 
@@ -81,6 +82,20 @@ _STREAM_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+
+Action: TypeAlias = Literal["run", "join", "cancel"]
+"""What a request asks of an `AgentApp`: start a run, follow one, or cancel one."""
+
+Authorize: TypeAlias = Callable[["Request", Action, str, "str | None"], "bool | Awaitable[bool]"]
+"""
+`AgentApp`'s *authorize* hook: ``authorize(request, action, thread_id, run_id)``.
+
+Called before anything of a store is read, anything sent or saved; sync or
+async; returns True to allow, False to refuse (403). *run_id* is None where
+the action has none. See `AgentApp`.
+
+.. versionadded:: 0.2.0
+"""
 
 
 class Headers(Mapping[str, str]):
@@ -251,13 +266,16 @@ class AgentApp:
         allow_origins: Origins (``"https://app.example"``, no path) allowed to
             call from a browser, or ``"*"`` for any.
         allow_credentials: Let browsers send cookies and ``Authorization``
-            cross-origin (``Access-Control-Allow-Credentials: true``); the
-            origin is then echoed, never ``*``.
+            cross-origin (``Access-Control-Allow-Credentials: true``) from the
+            listed origins, each echoed; not with ``"*"`` (a `ValueError`:
+            any site could read its visitors' runs), and never to the opaque
+            origin ``null``.
         store: A `ambient_runs.stores.RunStore` (`MemoryStore`, `RedisStore`) to
             run *detached*: a run outlives its request, every event is logged
             before it is sent, every frame carries an ``id:``, and
             ``GET …/threads/{threadId}/runs/{runId}`` resumes (``Last-Event-ID``
-            or ``?after=``) or joins it, ``POST …/cancel`` cancels it, from any
+            or ``?after=``) or joins it, ``POST …/cancel`` (with a JSON content
+            type, as a run: else 415) cancels it, from any
             worker sharing the store (see ``ambient_runs._detached``). None (the
             default): a disconnect cancels the run, as before.
         lease: With *store*, the seconds this worker's lease on a run lasts
@@ -268,10 +286,15 @@ class AgentApp:
             thread is loaded before each run and what the client sent merged
             into it (`ambient_runs.merge_history`: stored messages first, the
             client's copy of one replacing it in place, new ones after); the run
-            starts from that, opening with ``MESSAGES_SNAPSHOT`` when the client
-            did not already hold all of it; when the agent is done, before the
-            terminal event, the run's whole history (`Run.messages`; every run
-            records its messages, ``record_messages=True``) is saved.
+            starts from that, with ``MESSAGES_SNAPSHOT`` when the client did
+            not already hold all of it (just before the agent's first event,
+            never for a run that fails or is cancelled before it); when the
+            agent is done, before the terminal event, the run's whole history
+            (`Run.messages`; every run records its messages,
+            ``record_messages=True``) is saved, unless it failed or was
+            cancelled before its first event (an agent refusing its caller
+            keeps nothing of the caller's). Who may use which thread is
+            *authorize*'s to decide.
             A load that fails is a 503; a save that fails ends a run that would
             have succeeded with ``RUN_ERROR`` code ``thread_store_error`` (see
             ``ambient_runs.conversations``).
@@ -281,6 +304,22 @@ class AgentApp:
             {"subagents": [{"name": "search"}]}}``); merged field by field over
             what the app declares itself (see `AgentApp.capabilities`), a field
             set to None withdraws it.
+        authorize: ``authorize(request, action, thread_id, run_id)``, sync or
+            async, asked before every run, join and cancel whether to serve it;
+            True allows, False answers ``403`` (``{"error": "forbidden"}``)
+            before anything of a store or thread is read, sent or saved.
+            *request* is the `Request` the agent would see (`Run.request`),
+            *action* ``"run"`` (a ``POST``: the body is read and parsed first,
+            to learn the ids), ``"join"`` (``GET …/threads/{threadId}/runs/{runId}``,
+            with or without a cursor) or ``"cancel"`` (``POST …/cancel``);
+            *run_id* is the run's id for all three (None is reserved for
+            actions that have none). A hook that raises, or answers anything
+            but True or False, is logged and answered ``500``
+            (``{"error": "authorization failed"}``), which says nothing of
+            why. ``GET …/capabilities`` is not asked: it describes the app,
+            nobody's runs. With *threads*, this is what decides who may use
+            a thread: bind the thread id to the caller (see the docs'
+            per-user pattern).
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
             *transformers*, *verify*, *state*, *state_type*, *echo_input*,
             *record_messages*). A
@@ -290,9 +329,11 @@ class AgentApp:
 
     Raises:
         TypeError: *agent* cannot be called with the `Run`, or *run_options*
-            holds an option `Run` does not take, or *sink* or *request*.
+            holds an option `Run` does not take, or *sink* or *request*, or
+            *authorize* is not a callable taking four arguments.
         ValueError: A limit is negative, *keep_alive* or *body_timeout* not
-            positive, an origin is not ``scheme://host[:port]``, or
+            positive, an origin is not ``scheme://host[:port]``, ``"*"`` is
+            given with *allow_credentials* (list the origins), or
             *capabilities* holds a group or field ``AgentCapabilities`` does not
             have.
 
@@ -300,7 +341,7 @@ class AgentApp:
     .. versionchanged:: 0.2.0
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
        plain agents; `Run.request`; *store* and *lease* (detached runs);
-       *capabilities* and ``GET …/capabilities``; *threads*.
+       *capabilities* and ``GET …/capabilities``; *threads*; *authorize*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
@@ -324,9 +365,12 @@ class AgentApp:
         lease: float = 10.0,
         capabilities: Mapping[str, Any] | None = None,
         threads: ThreadStore | None = None,
+        authorize: Authorize | None = None,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
+        if authorize is not None:
+            _check_authorize(authorize)
         if threads is not None:
             if not isinstance(threads, ThreadStore):
                 msg = (
@@ -368,6 +412,8 @@ class AgentApp:
         self._cors = Cors.of(allow_origins, allow_credentials)
         self.run_options = run_options
         self.store = store
+        #: The hook asked before every run, join and cancel (None: everything is allowed).
+        self.authorize = authorize
         self._detached = (
             None if store is None else Detached(store, lease=lease, keep_alive=keep_alive)
         )
@@ -427,12 +473,31 @@ class AgentApp:
         if method == "OPTIONS" and "access-control-request-method" in headers:
             await self._preflight(send, headers, cors)
             return
-        if method == "GET" and _is_capabilities(scope):
+        # A run's routes first: a run may be named "capabilities" (…/runs/capabilities).
+        where = None if self._detached is None else route(scope)
+        if method == "GET" and where is None and _is_capabilities(scope):
             await self._send_capabilities(send, cors)
             return
-        where = None if self._detached is None else route(scope)
         if where is not None:
             assert self._detached is not None
+            thread_id, run_id, is_cancel = where
+            if is_cancel and method == "POST":
+                # Not a simple request (as the run POST): a cross-site form or a no-cors
+                # fetch cannot cancel someone's run without passing a CORS preflight.
+                problem = _content_type_problem(headers.get("content-type"))
+                if problem is not None:
+                    await self._reject(send, 415, "unsupported media type", [problem], cors=cors)
+                    return
+            # Another method is a 405 (which reads nothing): nothing to authorize.
+            action: Action | None = None
+            if is_cancel and method == "POST":
+                action = "cancel"
+            elif not is_cancel and method == "GET":
+                action = "join"
+            if action is not None and not await self._allowed(
+                request, action, thread_id, run_id, send, cors
+            ):
+                return
             await self._detached.handle(
                 method, where, headers, request.query, receive, send, cors, self._reject
             )
@@ -472,6 +537,19 @@ class AgentApp:
             else:
                 await self._reject(send, 422, "invalid RunAgentInput", error.problems, cors=cors)
             return
+        if self._detached is not None or self.threads is not None:
+            # Kept runs and threads are found by these ids (a route, a store key): an
+            # empty one could never be joined, and would pool every such thread in one.
+            empty = [
+                f"$.{name}: empty; send a non-empty id"
+                for name, value in (("threadId", input.thread_id), ("runId", input.run_id))
+                if not value
+            ]
+            if empty:
+                await self._reject(send, 422, "invalid RunAgentInput", empty, cors=cors)
+                return
+        if not await self._allowed(request, "run", input.thread_id, input.run_id, send, cors):
+            return
         options = self.run_options
         if options.get("state") is not None:
             options = {**options, "state": copy.deepcopy(options["state"])}
@@ -495,6 +573,42 @@ class AgentApp:
             await self._detached.start(events, receive, send, cors, self._reject)
             return
         await _respond(events, receive, send, self.keep_alive, cors)
+
+    async def _allowed(
+        self,
+        request: Request,
+        action: Action,
+        thread_id: str,
+        run_id: str | None,
+        send: _Send,
+        cors: list[tuple[bytes, bytes]],
+    ) -> bool:
+        """Ask *authorize* about *action*; on a refusal (403) or a failure (500), answer it."""
+        hook = self.authorize
+        if hook is None:
+            return True
+        try:
+            verdict = hook(request, action, thread_id, run_id)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            if not isinstance(verdict, bool):
+                msg = f"authorize returned {verdict!r}; return True to allow, False to refuse"
+                raise TypeError(msg)  # logged with the hook's own failures, below
+        except Exception:
+            _log.error(
+                "authorize failed on %s of thread %r, run %r; answered 500",
+                action,
+                thread_id,
+                run_id,
+                exc_info=True,
+            )
+            detail = "the request could not be authorized; the server's log has the details"
+            await self._reject(send, 500, "authorization failed", [detail], cors=cors)
+            return False
+        if not verdict:
+            detail = f"this request may not {action} here"
+            await self._reject(send, 403, "forbidden", [detail], cors=cors)
+        return verdict
 
     async def _read_body(self, length: str | None, receive: _Receive) -> bytes | None:
         """Read the whole body, or None if the client disconnected; stop past the limits."""
@@ -623,12 +737,23 @@ _CAPABILITY_FIELDS: dict[str, frozenset[str] | None] = {
 
 
 def _saving(agent: Agent, threads: ThreadStore) -> Agent:
-    """*agent*, then the run's history saved to *threads*, however the agent ended."""
+    """
+    *agent*, then the run's history saved to *threads*, once the run proved itself.
+
+    Saved when the agent returned, paused (an interrupt, a call to the client's
+    tools), or failed or was cancelled after its first event. An agent that
+    fails or is cancelled before emitting anything (one that refuses its
+    caller, say) saves nothing: the caller's messages never reach the thread,
+    just as the thread's history never reached the caller (`Run`'s *history*).
+    """
 
     async def agent_then_save(run: Run) -> Any:
         try:
             result = await call_agent(agent, run)
-        except BaseException:
+        except BaseException as error:
+            paused = interrupts_of(error) is not None or frontend_calls_of(error) is not None
+            if not (paused or run._proved()):
+                raise
             try:
                 await threads.save(run.thread_id, run.messages)
             except Exception:
@@ -644,6 +769,27 @@ def _saving(agent: Agent, threads: ThreadStore) -> Agent:
 
     agent_then_save.__qualname__ = getattr(agent, "__qualname__", repr(agent))
     return agent_then_save
+
+
+def _check_authorize(authorize: object) -> None:
+    """Refuse, with a `TypeError` naming the fix, what cannot serve as *authorize*."""
+    fix = "write `def authorize(request, action, thread_id, run_id) -> bool: ...`"
+    if not callable(authorize):
+        msg = f"authorize must be a callable, not {type(authorize).__name__} {authorize!r}: {fix}"
+        raise TypeError(msg)
+    try:
+        signature = inspect.signature(authorize)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None, "run", "", None)
+    except TypeError:
+        name = getattr(authorize, "__qualname__", None) or repr(authorize)
+        msg = (
+            f"authorize {name}{signature} cannot be called with (request, action, "
+            f"thread_id, run_id): {fix}"
+        )
+        raise TypeError(msg) from None
 
 
 def _known_capabilities(store: RunStore | None) -> dict[str, dict[str, Any]]:

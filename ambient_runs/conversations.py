@@ -8,16 +8,24 @@ Under a store every run records its messages (``record_messages=True``):
 
 1. before the run, it **loads** the thread (``await threads.load(thread_id)``)
    and merges what the client sent into it (`merge_history`); the run starts
-   from that (`Run`'s *history*), and opens with a ``MESSAGES_SNAPSHOT`` when
+   from that (`Run`'s *history*), and sends a ``MESSAGES_SNAPSHOT`` when
    the client's messages were not already all of it (a new device, a client
-   that sends only its new message), so the client holds the same conversation;
+   that sends only its new message), so the client holds the same
+   conversation: just before the agent's first event (or its ``RUN_FINISHED``
+   when it emits none), never for a run that fails or is cancelled first;
 2. when the agent is done (returned, raised, paused on an interrupt or was
    cancelled), before the run's terminal event, it **saves** the run's whole
    history (`Run.messages`: the conversation before the run and the run's own
-   messages, each with its ``subagentRunId``). A save that fails ends a run
+   messages, each with its ``subagentRunId``), unless the run failed or was
+   cancelled before its first event: an agent that refuses its caller (reads
+   `Run.request` and raises) neither shows the stored conversation nor keeps
+   the caller's messages. A save that fails ends a run
    that would have succeeded with ``RUN_ERROR`` (code ``thread_store_error``),
    so the client knows its thread was not kept; after a failed agent the
    agent's error stands and the save's is logged.
+
+Who may use a thread is the app's *authorize* hook's to decide
+(`ambient_runs.asgi.AgentApp`): bind each thread id to the user who owns it.
 
 A load that fails is answered ``503`` before any stream opens. Two runs of one
 thread at once each save their own history; the last to finish wins.

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import ambient_runs as ar
+from ambient_runs import events as ev
 from ambient_runs.testing import make_input
 
 
@@ -86,6 +87,36 @@ class TestLeftOpenWarning:
         [warning] = caught
         assert str(warning.message).startswith("message 'left' was still open")
         assert __file__ == warning.filename
+
+    async def test_a_few_left_open_warn_each(self) -> None:
+        """Three handles left open in one scope: three warnings, each naming its handle."""
+        with pytest.warns(ar.LeftOpenWarning) as caught:  # noqa: PT031
+            async with ar.Run(make_input(run_id="r")) as run:
+                for name in ("a", "b", "c"):
+                    run.subagent(name).start()
+
+        assert [
+            "subagent 'c' (r-sub-3)",
+            "subagent 'b' (r-sub-2)",
+            "subagent 'a' (r-sub-1)",
+        ] == [str(w.message).partition(" was still open")[0] for w in caught]
+
+    async def test_many_left_open_are_one_warning_with_a_count_and_a_few_names(self) -> None:
+        """10,000 subagents left open: every one finished, one warning (count, three names)."""
+        with pytest.warns(ar.LeftOpenWarning) as caught:  # noqa: PT031
+            async with ar.Run(make_input(run_id="r")) as run:
+                for n in range(10_000):
+                    run.subagent(f"s{n}").start()
+
+        [warning] = caught
+        assert str(warning.message).startswith(
+            "10000 handles were still open when their scope ended; ambient_runs closed them: "
+            "subagent 's9999' (r-sub-10000), subagent 's9998' (r-sub-9999), "
+            "subagent 's9997' (r-sub-9998) and 9997 more. End each before its scope ends"
+        )
+        assert __file__ == warning.filename
+        finished = [e for e in run.events if e.TYPE is ev.EventType.SUBAGENT_FINISHED]
+        assert 10_000 == len(finished)
 
 
 class TestNoActiveRunError:

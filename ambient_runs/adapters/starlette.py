@@ -80,7 +80,9 @@ def serve(agent: Agent, request: Request, **options: Any) -> AgentResponse:
         request: The Starlette (or FastAPI) request the route received.
         options: `AgentApp`'s keyword options: *max_body*, *body_timeout*,
             *max_problems*, *keep_alive*, *allow_origins*, *allow_credentials*,
-            and the run's (*transformers*, *verify*, *state*, *buffer*, …).
+            *threads*, *authorize* (asked with the action ``"run"``, after the
+            body is parsed, before anything is loaded or sent), and the run's
+            (*transformers*, *verify*, *state*, *buffer*, …).
 
     Returns:
         A `starlette.responses.Response`; return it from the route.

@@ -237,11 +237,11 @@ async def test_many_followers_and_a_cancel_from_another_worker(workers: dict[str
             bases = (workers["a"], workers["b"], workers["b"])
             followers = [asyncio.create_task(follow(base)) for base in bases]
             await owner.take(10)
-            answer = await client.post(url + "/cancel")
+            answer = await client.post(url + "/cancel", json={})
             assert answer.status_code == 202, answer.text
             seen = await owner.rest()
             results = await asyncio.gather(*followers)
-        again = await client.post(url + "/cancel")
+        again = await client.post(url + "/cancel", json={})
 
     assert seen[-1][1]["type"] == "RUN_FINISHED"
     assert seen[-1][1]["outcome"] == {"type": "cancelled"}
@@ -254,7 +254,7 @@ async def test_unknown_runs_and_bad_cursors_get_clean_answers(workers: dict[str,
     async with httpx.AsyncClient(timeout=30) as client:
         missing = await client.get(f"{workers['b']}/threads/thread/runs/nope")
         bad = await client.get(f"{workers['b']}/threads/thread/runs/nope?after=x")
-        cancel = await client.post(f"{workers['b']}/threads/thread/runs/nope/cancel")
+        cancel = await client.post(f"{workers['b']}/threads/thread/runs/nope/cancel", json={})
 
     assert (missing.status_code, missing.json()["error"]) == (404, "run not found")
     assert (bad.status_code, bad.json()["error"]) == (400, "bad cursor")

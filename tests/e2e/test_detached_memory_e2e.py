@@ -91,10 +91,10 @@ async def test_cancel_ends_the_run_cancelled_and_idle_followers_get_keep_alives(
             async for chunk in response.aiter_text():
                 text += chunk
                 if sse.KEEP_ALIVE.decode() in text and "cancelling" not in text:
-                    answer = await client.post(f"{url}/threads/t/runs/r2/cancel")
+                    answer = await client.post(f"{url}/threads/t/runs/r2/cancel", json={})
                     assert answer.status_code == 202
                     text += "cancelling"
-        late = await client.post(f"{url}/threads/t/runs/r2/cancel")
+        late = await client.post(f"{url}/threads/t/runs/r2/cancel", json={})
 
     events = [e for _, e in frames_of(text.replace("cancelling", ""))]
     assert events[-1]["outcome"] == {"type": "cancelled"}

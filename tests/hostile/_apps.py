@@ -78,6 +78,14 @@ def starlette_route() -> Any:
     return Starlette(routes=[Route("/agent", custom, methods=["POST"])])
 
 
+async def leaves_open(run: ar.Run) -> None:
+    """An agent that starts 100,000 subagents and finishes none: the run's end closes them."""
+    for n in range(100_000):
+        run.subagent(f"s{n}").start()
+        if n % 1000 == 0:
+            await ar.drain()
+
+
 APPS: dict[str, Callable[[], Any]] = {
     "exits": lambda: AgentApp(exits),
     "interrupts": lambda: AgentApp(interrupts),
@@ -86,4 +94,5 @@ APPS: dict[str, Callable[[], Any]] = {
     "slow_body": lambda: AgentApp(hello, body_timeout=0.5),
     "varied": lambda: AgentApp(varied, body_timeout=2, allow_origins=["https://app.example"]),
     "starlette_route": starlette_route,
+    "leaves_open": lambda: AgentApp(leaves_open),
 }

@@ -5,7 +5,9 @@ Print the hostile suite's headline figures (the README's Reliability section quo
 
 Against a child uvicorn behind the loop probe (`_serve_app.py`), as the suite runs it: the
 0.9 MB body of 300,000 bad messages (its 422's size and time, the health requests answered
-meanwhile, the server loop's longest hold) and a valid 1 MB input (time, longest hold).
+meanwhile, the server loop's longest hold), a valid 1 MB input (time, longest hold), and
+an agent that leaves 100,000 subagents open (the longest hold while its end closes them;
+one LeftOpenWarning in the server's log).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 from _server import served
-from _wire_helpers import JSON
+from _wire_helpers import BODY, JSON
 from test_limits import HOSTILE, warmed
 
 
@@ -51,6 +53,17 @@ async def main() -> None:
         hold = (await server.health(client))["max_hold_ms"]
         print(
             f"valid 1 MB input: {response.status_code} in {took * 1000:.0f} ms; "
+            f"longest loop hold {hold:.1f} ms"
+        )
+    async with served("leaves_open") as server, httpx.AsyncClient(timeout=60) as client:
+        await server.health(client, reset=True)
+        start = time.perf_counter()
+        response = await client.post(server.url, json=BODY)
+        took = time.perf_counter() - start
+        hold = (await server.health(client))["max_hold_ms"]
+        print(
+            f"100,000 subagents left open: {response.status_code}, "
+            f"{len(response.content):,} B in {took * 1000:.0f} ms; "
             f"longest loop hold {hold:.1f} ms"
         )
 

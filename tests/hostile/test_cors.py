@@ -65,21 +65,40 @@ class TestPreflight:
 
         assert (405, "POST") == (response.status_code, response.headers["allow"])
 
-    async def test_any_origin_with_credentials_echoes_the_origin(self) -> None:
-        """With '*' and credentials, the origin is echoed (browsers refuse '*' with cookies)."""
+    def test_any_origin_with_credentials_is_refused_at_construction(self) -> None:
+        """'*' with credentials would echo any origin with cookies: a ValueError naming the fix."""
+        with pytest.raises(ValueError, match=r"list the origins instead"):
+            AgentApp(lambda run: None, allow_origins="*", allow_credentials=True)
+
+    async def test_the_null_origin_never_gets_credentials(self) -> None:
+        """Origin 'null' is not echoed with credentials: '*' answers it only without them."""
 
         async def agent(run: ar.Run) -> None:
             ar.say("hi")
 
-        app = AgentApp(agent, allow_origins="*", allow_credentials=True)
-        async with serving(app) as url, httpx.AsyncClient(timeout=20) as client:
-            response = await client.options(url, headers={**PREFLIGHT, "origin": "http://x.test"})
+        with_credentials = AgentApp(agent, allow_origins=APP, allow_credentials=True)
+        any_origin = AgentApp(agent, allow_origins="*")
+        null = {**PREFLIGHT, "origin": "null"}
+        async with httpx.AsyncClient(timeout=20) as client:
+            async with serving(with_credentials) as url:
+                refused = await client.options(url, headers=null)
+                post = await client.post(url, json=BODY, headers={"origin": "null"})
+            async with serving(any_origin) as url:
+                anyone = await client.options(url, headers=null)
 
-        assert (204, "http://x.test", "true") == (
-            response.status_code,
-            response.headers["access-control-allow-origin"],
-            response.headers["access-control-allow-credentials"],
+        assert (403, None, None) == (
+            refused.status_code,
+            refused.headers.get("access-control-allow-origin"),
+            post.headers.get("access-control-allow-credentials"),
         )
+        assert "access-control-allow-origin" not in post.headers
+        assert (204, "*", None) == (
+            anyone.status_code,
+            anyone.headers["access-control-allow-origin"],
+            anyone.headers.get("access-control-allow-credentials"),
+        )
+        with pytest.raises(ValueError, match="not an origin"):
+            AgentApp(agent, allow_origins=["null"], allow_credentials=True)
 
     @pytest.mark.parametrize("origin", ["https://app.example/", "app.example", "https://a/b"])
     def test_an_origin_with_a_path_is_refused_at_construction(self, origin: str) -> None:
