@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _docs_blocks import blocks
 from mypy import api
 
 API = Path(__file__).with_name("typing_api.py")
@@ -56,10 +57,8 @@ class TestTypingApi:
         assert expected == unused
 
 
-README = Path(__file__).parent.parent / "README.md"
-
 # The frameworks' own packages are not followed (their types cost a minute of CPU to
-# analyse, and are theirs to keep): the README's use of *our* API is what is checked.
+# analyse, and are theirs to keep): the examples' use of *our* API is what is checked.
 README_CONFIG = """\
 [mypy]
 [mypy-pydantic_ai.*,langgraph.*,langchain_core.*,agents.*,openai.*]
@@ -68,8 +67,8 @@ follow_imports = skip
 
 
 def readme_blocks() -> list[str]:
-    """The README's ```python blocks, in order."""
-    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    """The ```python blocks of the README and the docs site, in order (the README's first)."""
+    return [block.code for block in blocks()]
 
 
 def mypy_files(paths: list[Path], config: Path) -> tuple[str, int]:
@@ -80,7 +79,7 @@ def mypy_files(paths: list[Path], config: Path) -> tuple[str, int]:
 
 class TestReadmeTypes:
     def test_every_python_example_passes_mypy_strict(self, tmp_path: Path) -> None:
-        """Each README example, as a user would paste it, type-checks under --strict."""
+        """Each README and docs example, as a user would paste it, type-checks under --strict."""
         config = tmp_path / "mypy.ini"
         config.write_text(README_CONFIG)
         paths = []
