@@ -15,6 +15,9 @@ comment (invisible on the rendered page) on the line right before its fence:
 - ``<!-- test: not-run REASON -->``: not run, for the reason given. The test counts these
   against a fixed number, so none is skipped silently.
 
+A block that only includes a file of ``examples/`` (``--8<-- "examples/NAME.py"``, the
+snippets extension) is of kind ``include``: ``tests/test_examples.py`` runs those files.
+
 What a block needs beyond the core is said in the block itself, where the reader sees it, by
 a line ``# pip install 'ambient-runs[EXTRA,...]' OTHER-PACKAGE ...``. The test checks that
 those extras and packages provide every module the block imports (and each one provides
@@ -98,6 +101,8 @@ def pages() -> list[Path]:
 
 def _parse_marker(text: str) -> tuple[str, dict[str, str], str]:
     kind, _, rest = text.partition(" ")
+    if kind == "include":
+        return kind, {}, ""
     if kind == "not-run":
         return kind, {}, rest.strip()
     if kind != "serve":
@@ -115,6 +120,8 @@ def blocks() -> list[Block]:
         for match in _FENCE.finditer(text):
             line = text.count("\n", 0, match.start("code"))
             marker = match["marker"]
+            if re.fullmatch(r'(?:--8<-- "examples/\w+\.py"\n)+', match["code"]):
+                marker = marker or "include"
             kind, options, reason = _parse_marker(marker) if marker else ("run", {}, "")
             found.append(
                 Block(
