@@ -259,3 +259,45 @@ class TestLinks:
         ]
 
         assert [] == [d for d in docs if f": {d}" not in nav]
+
+
+class TestApiReference:
+    """The API pages document every public module and every top-level name (a new one too)."""
+
+    def _directives(self) -> set[str]:
+        return {
+            m
+            for page in (ROOT / "docs" / "api").glob("*.md")
+            for m in re.findall(r"^::: (\S+)", page.read_text(), re.M)
+        }
+
+    def test_every_public_module_has_its_page(self) -> None:
+        """Each module without a leading underscore (adapters and stores too) is documented."""
+        package = ROOT / "ambient_runs"
+        public = {
+            "ambient_runs." + ".".join(p.relative_to(package).with_suffix("").parts)
+            for p in package.rglob("*.py")
+            if not any(part.startswith("_") for part in p.relative_to(package).parts)
+        } | {"ambient_runs", "ambient_runs.stores", "ambient_runs.adapters"}
+        public -= {"ambient_runs.adapters"}  # a namespace of modules, each documented
+
+        assert set() == public - self._directives()
+
+    def test_every_top_level_name_is_documented(self) -> None:
+        """Each name of ``ambient_runs.__all__`` is on the API index or its home module's page."""
+        import importlib
+
+        homes = {
+            name
+            for module in ("errors", "events", "conversations", "threads")
+            for name in importlib.import_module(f"ambient_runs.{module}").__all__
+        }
+        documented = self._directives()
+
+        assert [] == [
+            name
+            for name in ar.__all__
+            if name != "__version__"
+            and name not in homes
+            and f"ambient_runs.{name}" not in documented
+        ]
