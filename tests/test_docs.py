@@ -301,3 +301,36 @@ class TestApiReference:
             and name not in homes
             and f"ambient_runs.{name}" not in documented
         ]
+
+
+class TestDocstringRendering:
+    """``docs/_griffe.py`` turns the docstrings' reST habits into Markdown for the API pages."""
+
+    def _render(self, text: str) -> str:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("_griffe", ROOT / "docs" / "_griffe.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        rendered: str = module.render(text)
+        return rendered
+
+    def test_version_directives(self) -> None:
+        """versionadded becomes an italic line; versionchanged keeps its indented reason."""
+        text = "Do it.\n\n.. versionadded:: 0.1.0\n.. versionchanged:: 0.2.0\n   *x*; y.\n"
+
+        assert "Do it.\n\n*Added in version 0.1.0.*\n*Changed in version 0.2.0:* *x*; y.\n" == (
+            self._render(text)
+        )
+
+    def test_one_line_docstring_and_roles(self) -> None:
+        """A directive closing a one-line docstring, and :class: roles, render too."""
+        assert "A URL, see `Run`. *Added in version 0.1.0.*" == self._render(
+            "A URL, see :class:`Run`. .. versionadded:: 0.1.0"
+        )
+
+    def test_literal_block_marker(self) -> None:
+        """A paragraph's closing ``::`` before an indented block becomes ``:``."""
+        assert "catches it:\n\n    Error\n" == self._render("catches it::\n\n    Error\n")
