@@ -201,3 +201,43 @@ class TestSize:
                     if size > MAX_CLASS_LINES:
                         too_big.append(f"{name}.{node.name}: {size} lines")
         assert [] == too_big
+
+
+#: The page that maps every module to what it owns (it was the README's Architecture section).
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _module_map() -> dict[str, str]:
+    """The architecture page's module table: each row's first cell -> the whole row."""
+    rows = {}
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            rows[first] = line
+    return rows
+
+
+class TestModuleMap:
+    @pytest.mark.parametrize("name", sorted(MODULES))
+    def test_every_module_is_on_the_architecture_page(self, name: str) -> None:
+        """docs/architecture.md's table names each module: a new one must be placed there."""
+        rows = _module_map()
+        short = name.removeprefix("ambient_runs").removeprefix(".") or "__init__"
+        package, _, leaf = short.rpartition(".")
+        if package:  # a subpackage's module: named in its package's row
+            row = " ".join(r for first, r in rows.items() if f"`{package}/" in first)
+            assert f"`{leaf}`" in row or f"`{package}/{leaf}`" in row, name
+        else:
+            assert any(f"`{short}`" in first or f"`{short}/`" in first for first in rows), name
+
+    def test_the_map_names_no_module_that_is_gone(self) -> None:
+        """Each module the table's first column names still exists."""
+        named = {
+            cell.strip("`/ ")
+            for first in _module_map()
+            for cell in first.split("/ ")
+            if cell.strip().startswith("`")
+        }
+        known = {n.removeprefix("ambient_runs.") for n in MODULES} | {"__init__"}
+
+        assert set() == {n for n in named if n not in known and n.replace("/", ".") not in known}

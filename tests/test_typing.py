@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _docs_blocks import blocks
 from mypy import api
 
 API = Path(__file__).with_name("typing_api.py")
@@ -56,20 +57,21 @@ class TestTypingApi:
         assert expected == unused
 
 
-README = Path(__file__).parent.parent / "README.md"
-
 # The frameworks' own packages are not followed (their types cost a minute of CPU to
-# analyse, and are theirs to keep): the README's use of *our* API is what is checked.
+# analyse, and are theirs to keep): the examples' use of *our* API is what is checked.
 README_CONFIG = """\
 [mypy]
 [mypy-pydantic_ai.*,langgraph.*,langchain_core.*,agents.*,openai.*]
 follow_imports = skip
+# Their tool decorators are untyped once their packages are skipped.
+[mypy-pydantic_ai_agent,openai_agents_agent]
+disallow_untyped_decorators = False
 """
 
 
 def readme_blocks() -> list[str]:
-    """The README's ```python blocks, in order."""
-    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    """The ```python blocks of the README and the docs site, in order (the README's first)."""
+    return [block.code for block in blocks() if block.kind not in {"include", "not-run"}]
 
 
 def mypy_files(paths: list[Path], config: Path) -> tuple[str, int]:
@@ -80,7 +82,7 @@ def mypy_files(paths: list[Path], config: Path) -> tuple[str, int]:
 
 class TestReadmeTypes:
     def test_every_python_example_passes_mypy_strict(self, tmp_path: Path) -> None:
-        """Each README example, as a user would paste it, type-checks under --strict."""
+        """Each README and docs example, and each of examples/, type-checks under --strict."""
         config = tmp_path / "mypy.ini"
         config.write_text(README_CONFIG)
         paths = []
@@ -88,6 +90,7 @@ class TestReadmeTypes:
             path = tmp_path / f"readme_{index}.py"
             path.write_text(block)
             paths.append(path)
+        paths += sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
         report, status = mypy_files(paths, config)
 
