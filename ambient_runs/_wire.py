@@ -71,6 +71,7 @@ __all__ = (
     "register_json_form",
     "safe_scalar",
     "structure_state",
+    "text_writer",
     "to_wire",
     "wire_form",
     "wire_name",
@@ -99,12 +100,37 @@ def _identity(value: T) -> T:
 
 # --------------------------------------------------------------------------- classes
 
-#: Every class of the object model (all of them attrs classes).
-_ALL_CLASSES: tuple[type[Any], ...] = tuple(
-    obj for name in ev.__all__ if attrs.has(obj := getattr(ev, name))
-)
-for _cls in _ALL_CLASSES:
-    attrs.resolve_types(_cls, globalns=vars(ev))
+# The object model's annotations are strings (``from __future__ import annotations``):
+# each class has them resolved where its fields are first read (`_fields`,
+# `_structure_factory`), not all at import, which is an import-time cost.
+
+
+def _built_on_first_use(
+    table: dict[type[Any], Callable[..., Any]],
+    cls: type[Any],
+    factory: Callable[[type[Any]], Callable[..., Any] | None],
+) -> Callable[..., Any]:
+    """
+    Return a stand-in for ``factory(cls)`` in *table*: on its first call it builds the function.
+
+    Generating and compiling one function per event class at import was a tenth of
+    ``import ambient_runs``; a program uses a few classes. The stand-in puts the
+    built function in its place (or removes the entry, when *factory* makes none,
+    and returns None: "no fast path", as a missing entry says) and runs it, so
+    callers that look the table up per call pay nothing after the first.
+    """
+
+    def first_use(*args: Any) -> Any:
+        made = factory(cls)
+        if made is None:
+            table.pop(cls, None)
+            return None
+        table[cls] = made
+        return made(*args)
+
+    first_use.__name__ = first_use.__qualname__ = f"first_use_{cls.__name__}"
+    return first_use
+
 
 # --------------------------------------------------------------------------- unstructure
 
@@ -389,10 +415,21 @@ def _fstring_literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-#: JSON text writers by exact event class (see `_text_factory`).
-_TEXT: dict[type[Any], Callable[[Any, str, str], str | None]] = {
-    cls: writer for cls in ev.EVENT_CLASSES.values() if (writer := _text_factory(cls)) is not None
-}
+#: JSON text writers by exact event class (see `_text_factory`), each built on first use.
+_TEXT: dict[type[Any], Callable[[Any, str, str], str | None]] = {}
+_TEXT.update(
+    (cls, _built_on_first_use(_TEXT, cls, _text_factory)) for cls in ev.EVENT_CLASSES.values()
+)
+
+
+def text_writer(cls: type[Any]) -> Callable[[Any, str, str], str | None] | None:
+    """The JSON text writer of event class *cls* (built now if it was not yet), or None."""
+    write = _TEXT.get(cls)
+    if write is not None and write.__name__.startswith("first_use_"):
+        write = _TEXT[cls] = _text_factory(cls)  # type: ignore[assignment]
+        if write is None:
+            del _TEXT[cls]
+    return write
 
 
 def _encodable_factory(cls: type[Any]) -> Callable[[Any], object]:
@@ -629,10 +666,17 @@ _SAFE_INTEGERS = (
 )
 
 #: The encodability check of every event class (see `check_encodable`), by exact class.
-ENCODABLE: dict[type[Any], Callable[[Any], object]] = {
-    cls: _safe_integers_factory(cls) if cls in _SAFE_INTEGERS else _encodable_factory(cls)
+#: The string-only checks are generated, each on its first use.
+ENCODABLE: dict[type[Any], Callable[[Any], object]] = {}
+ENCODABLE.update(
+    (
+        cls,
+        _safe_integers_factory(cls)
+        if cls in _SAFE_INTEGERS
+        else _built_on_first_use(ENCODABLE, cls, _encodable_factory),
+    )
     for cls in ev.EVENT_CLASSES.values()
-}
+)
 ENCODABLE[ev.StateDeltaEvent] = _state_delta_factory()
 
 
@@ -1059,6 +1103,7 @@ def _strict_optional(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
 
 
 def _structure_factory(cls: type[Any]) -> Any:
+    attrs.resolve_types(cls)
     overrides: dict[str, Any] = {}
     for a in attrs.fields(cls):
         if not a.init:
