@@ -29,26 +29,22 @@ import functools
 import json
 import math
 import re
+import threading
 import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    AttributeValidationNote,
-    ClassValidationError,
-    IterableValidationError,
-    IterableValidationNote,
-)
-from cattrs.gen import make_dict_structure_fn, override
 
 from ambient_runs import events as ev
 from ambient_runs._codegen import compile_function
 from ambient_runs._diff import escape_pointer
 from ambient_runs.errors import InvalidEventError, InvalidInputError, InvalidJSONError
+
+if TYPE_CHECKING:
+    from cattrs import Converter
 
 __all__ = (
     "ENCODABLE",
@@ -79,7 +75,46 @@ __all__ = (
 
 T = TypeVar("T")
 
-_CONVERTER = cattrs.Converter(detailed_validation=True)
+
+class _Deferred:
+    """
+    A cattrs ``Converter`` made on first use, with the registrations made before replayed.
+
+    Importing cattrs and building the two converters was a tenth of ``import
+    ambient_runs``, and a program that only streams text never structures anything.
+    Until first used, this stand-in records the module's ``register_*`` calls; the
+    first other attribute makes the converter, replays them in order, and rebinds
+    the module global (*name*) to it, so every later use is the converter itself.
+    """
+
+    def __init__(self, name: str, **options: Any) -> None:
+        self._name, self._options = name, options
+        self._calls: list[tuple[str, tuple[Any, ...]]] = []
+        self._lock = threading.Lock()
+        self._made: Converter | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        with self._lock:
+            if self._made is None and attr.startswith("register_"):
+                return functools.partial(self._record, attr)
+            if self._made is None:
+                import cattrs
+
+                made = cattrs.Converter(**self._options)
+                for method, args in self._calls:
+                    getattr(made, method)(*args)
+                globals()[self._name] = self._made = made
+        return getattr(self._made, attr)
+
+    def _record(self, method: str, *args: Any) -> None:
+        with self._lock:
+            if self._made is None:
+                self._calls.append((method, args))
+                return
+        getattr(self._made, method)(*args)
+
+
+_CONVERTER = cast("Converter", _Deferred("_CONVERTER", detailed_validation=True))
 
 
 def wire_name(name: str) -> str:
@@ -1031,12 +1066,16 @@ def _structure_tuple_factory(tp: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
             try:
                 items.append(hook(item, item_type))
             except Exception as exc:
+                from cattrs.errors import IterableValidationNote
+
                 if len(errors) < _MAX_ITEM_PROBLEMS:
                     exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
                     errors.append(exc)
                 else:  # counted, not kept: 300,000 kept errors cost seconds of GC
                     unlisted += 1
         if errors:
+            from cattrs.errors import IterableValidationError
+
             if unlisted:
                 errors.append(_Problem(f"{unlisted} {_UNLISTED}"))
             msg = "invalid items"
@@ -1103,6 +1142,8 @@ def _strict_optional(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
 
 
 def _structure_factory(cls: type[Any]) -> Any:
+    from cattrs.gen import make_dict_structure_fn, override
+
     attrs.resolve_types(cls)
     overrides: dict[str, Any] = {}
     for a in attrs.fields(cls):
@@ -1133,6 +1174,8 @@ def _structure_factory(cls: type[Any]) -> Any:
             if value.get(key) != tag:
                 shown = "missing" if key not in value else repr(value[key])
                 problem = _Problem(f"expected {tag!r}, got {shown}")
+                from cattrs.errors import AttributeValidationNote, ClassValidationError
+
                 problem.add_note(AttributeValidationNote(f"@ attribute {a.name}", a.name, a.type))
                 msg = f"While structuring {cls.__name__}"
                 raise ClassValidationError(msg, [problem], cls)
@@ -1210,7 +1253,7 @@ _CONVERTER.register_structure_hook_factory(_is_literal, _literal_factory)
 #: Structures a client's JSON state into the run's state type: the inverse of
 #: `json_form` (camelCase keys back to field names, ISO 8601 text back to dates, …).
 #: Strict about JSON types, as the input's own fields are; tolerant of unknown keys.
-_STATE = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
+_STATE = cast("Converter", _Deferred("_STATE", detailed_validation=True, forbid_extra_keys=False))
 
 
 def _structure_float(value: object, _: object) -> float:
@@ -1289,6 +1332,8 @@ def _structure_pydantic(value: Any, tp: Any) -> Any:
 
 
 def _structure_state_class_factory(cls: type[Any]) -> Any:
+    from cattrs.gen import make_dict_structure_fn, override
+
     names = [f.name for f in _fields(cls) if f.init]
     overrides: dict[str, Any] = {name: override(rename=wire_name(name)) for name in names}
     inner = make_dict_structure_fn(cls, _STATE, _cattrs_forbid_extra_keys=False, **overrides)
@@ -1330,9 +1375,13 @@ def _structure_sequence_factory(tp: Any) -> Any:
             try:
                 items.append(hook(element, item))
             except Exception as exc:
+                from cattrs.errors import IterableValidationNote
+
                 exc.add_note(IterableValidationNote(f"@ index {index}", index, item))
                 errors.append(exc)
         if errors:
+            from cattrs.errors import IterableValidationError
+
             msg = "invalid items"
             raise IterableValidationError(msg, errors, tp)
         return build(items)
@@ -1361,6 +1410,8 @@ def _structure_mapping_factory(tp: Any) -> Any:
                 exc.add_note(_KeyNote(key))
                 errors.append(exc)
         if errors:
+            from cattrs.errors import ClassValidationError
+
             msg = "invalid values"
             raise ClassValidationError(msg, errors, dict)
         return out
@@ -1392,6 +1443,8 @@ def _structure_typeddict_factory(tp: Any) -> Any:
             problem.add_note(_KeyNote(key))
             errors.append(problem)
         if errors:
+            from cattrs.errors import ClassValidationError
+
             msg = f"While structuring {tp.__name__}"
             raise ClassValidationError(msg, errors, tp)
         return out
@@ -1470,6 +1523,8 @@ def structure_state(data: Any, tp: Any) -> Any:
 
 def _problems(exc: BaseException, path: str) -> list[str]:
     """Flatten a cattrs exception tree into ``"<json path>: <problem>"`` lines."""
+    from cattrs.errors import ClassValidationError, IterableValidationError
+
     if isinstance(exc, ClassValidationError | IterableValidationError):
         found: list[str] = []
         for sub in exc.exceptions:
@@ -1489,6 +1544,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
 
 
 def _step(exc: BaseException, path: str) -> str:
+    from cattrs.errors import AttributeValidationNote, IterableValidationNote
+
     for note in getattr(exc, "__notes__", ()):
         if isinstance(note, _KeyNote):
             return f"{path}.{note.key}"
