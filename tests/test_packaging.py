@@ -117,6 +117,29 @@ class TestDependencies:
 
         assert "[]" == out.stdout.strip()
 
+    def test_import_loads_no_extra(self) -> None:
+        """
+        ``import ambient_runs`` loads attrs and jsonpatch and nothing else from outside.
+
+        No optional dependency (installed here), no cattrs (loaded on first use of the
+        wire form), no adapter or store: what a plain import costs is the core's.
+        """
+        code = (
+            "import sys, json\n"
+            "before = set(sys.modules)\n"
+            "import ambient_runs\n"
+            "ours = set(sys.stdlib_module_names) | {'ambient_runs'}\n"
+            "new = set(sys.modules) - before\n"
+            "extras = ('ambient_runs.adapters', 'ambient_runs.stores')\n"
+            "print(json.dumps([sorted({k.split('.')[0] for k in new} - ours),\n"
+            "                  sorted(k for k in new if k.startswith(extras))]))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+
+        assert [["attr", "attrs", "jsonpatch", "jsonpointer"], []] == json.loads(out.stdout)
+
     def test_the_adapters_package_pulls_in_no_framework(self) -> None:
         """``ambient_runs.adapters`` and its shared helpers import no framework (adapters do)."""
         code = (
