@@ -6,8 +6,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from _redis import redis_server
 from hypothesis import HealthCheck, settings
+from support.redis_server import redis_server
 
 # No property test may pass or fail by luck. Timing is luck on a machine shared by parallel
 # jobs, so neither profile has a deadline or the too_slow health check. "ci" also has no

@@ -20,9 +20,9 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from _node import NODE_DIR, ensure_node_modules
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from support.node import NODE_DIR, ensure_node_modules
 
 from ambient_runs._diff import StateTracker, deep_copy_json, diff, escape_pointer
 
