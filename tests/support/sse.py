@@ -1,4 +1,4 @@
-"""Reading SSE bodies as a client does: the events, the ids, and the one-terminal rule."""
+"""What tests read from SSE responses: events, frames with ids, the one-terminal rule."""
 
 from __future__ import annotations
 
@@ -16,32 +16,9 @@ TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
 
 
 def events_of(body: bytes) -> list[dict[str, Any]]:
-    """Return the events of an SSE body (its ``data:`` frames), skipping comments."""
+    """Return the events of an SSE body, skipping comments."""
     blocks = [b for b in body.split(b"\n\n") if b]
     return [json.loads(b.removeprefix(b"data: ")) for b in blocks if b.startswith(b"data: ")]
-
-
-def frames_of(body: bytes | str, *, comments: bool = False) -> list[tuple[int, dict[str, Any]]]:
-    """
-    Return ``(id, event)`` for every frame of an SSE body whose frames carry an ``id:``.
-
-    Each frame must be an ``id:`` line then a ``data:`` line, and nothing else;
-    where *comments* is true, comment lines (``:``) are skipped and further lines
-    are let be.
-    """
-    text = body.decode() if isinstance(body, bytes) else body
-    out = []
-    for block in text.split("\n\n"):
-        lines = [line for line in block.split("\n") if line]
-        if comments:
-            lines = [line for line in lines if not line.startswith(":")]
-        if not lines:
-            continue
-        assert comments or 2 == len(lines), block
-        assert lines[0].startswith("id: "), block
-        assert lines[1].startswith("data: "), block
-        out.append((int(lines[0][4:]), json.loads(lines[1][6:])))
-    return out
 
 
 def assert_one_terminal(events: list[dict[str, Any]]) -> None:
@@ -50,3 +27,16 @@ def assert_one_terminal(events: list[dict[str, Any]]) -> None:
     assert 1 == sum(t in TERMINAL for t in types), types
     assert types[-1] in TERMINAL, types
     assert_valid([ar.from_wire(e) for e in events])
+
+
+def frames_of(body: bytes | str, *, comments: bool = False) -> list[tuple[int, dict[str, Any]]]:
+    """(id, event) per frame: an ``id:`` line, a ``data:`` line (and ``:`` lines if *comments*)."""
+    out = []
+    for block in (body.decode() if isinstance(body, bytes) else body).split("\n\n"):
+        lines = [x for x in block.split("\n") if x and not (comments and x.startswith(":"))]
+        if lines:
+            assert comments or 2 == len(lines), block
+            assert lines[0].startswith("id: "), block
+            assert lines[1].startswith("data: "), block
+            out.append((int(lines[0][4:]), json.loads(lines[1][6:])))
+    return out
