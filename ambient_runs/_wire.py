@@ -29,26 +29,22 @@ import functools
 import json
 import math
 import re
+import threading
 import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, cast, get_args, get_origin
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    AttributeValidationNote,
-    ClassValidationError,
-    IterableValidationError,
-    IterableValidationNote,
-)
-from cattrs.gen import make_dict_structure_fn, override
 
 from ambient_runs import events as ev
 from ambient_runs._codegen import compile_function
 from ambient_runs._diff import escape_pointer
 from ambient_runs.errors import InvalidEventError, InvalidInputError, InvalidJSONError
+
+if TYPE_CHECKING:
+    from cattrs import Converter
 
 __all__ = (
     "ENCODABLE",
@@ -71,6 +67,7 @@ __all__ = (
     "register_json_form",
     "safe_scalar",
     "structure_state",
+    "text_writer",
     "to_wire",
     "wire_form",
     "wire_name",
@@ -78,7 +75,46 @@ __all__ = (
 
 T = TypeVar("T")
 
-_CONVERTER = cattrs.Converter(detailed_validation=True)
+
+class _Deferred:
+    """
+    A cattrs ``Converter`` made on first use, with the registrations made before replayed.
+
+    Importing cattrs and building the two converters was a tenth of ``import
+    ambient_runs``, and a program that only streams text never structures anything.
+    Until first used, this stand-in records the module's ``register_*`` calls; the
+    first other attribute makes the converter, replays them in order, and rebinds
+    the module global (*name*) to it, so every later use is the converter itself.
+    """
+
+    def __init__(self, name: str, **options: Any) -> None:
+        self._name, self._options = name, options
+        self._calls: list[tuple[str, tuple[Any, ...]]] = []
+        self._lock = threading.Lock()
+        self._made: Converter | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        with self._lock:
+            if self._made is None and attr.startswith("register_"):
+                return functools.partial(self._record, attr)
+            if self._made is None:
+                import cattrs
+
+                made = cattrs.Converter(**self._options)
+                for method, args in self._calls:
+                    getattr(made, method)(*args)
+                globals()[self._name] = self._made = made
+        return getattr(self._made, attr)
+
+    def _record(self, method: str, *args: Any) -> None:
+        with self._lock:
+            if self._made is None:
+                self._calls.append((method, args))
+                return
+        getattr(self._made, method)(*args)
+
+
+_CONVERTER = cast("Converter", _Deferred("_CONVERTER", detailed_validation=True))
 
 
 def wire_name(name: str) -> str:
@@ -99,12 +135,37 @@ def _identity(value: T) -> T:
 
 # --------------------------------------------------------------------------- classes
 
-#: Every class of the object model (all of them attrs classes).
-_ALL_CLASSES: tuple[type[Any], ...] = tuple(
-    obj for name in ev.__all__ if attrs.has(obj := getattr(ev, name))
-)
-for _cls in _ALL_CLASSES:
-    attrs.resolve_types(_cls, globalns=vars(ev))
+# The object model's annotations are strings (``from __future__ import annotations``):
+# each class has them resolved where its fields are first read (`_fields`,
+# `_structure_factory`), not all at import, which is an import-time cost.
+
+
+def _built_on_first_use(
+    table: dict[type[Any], Callable[..., Any]],
+    cls: type[Any],
+    factory: Callable[[type[Any]], Callable[..., Any] | None],
+) -> Callable[..., Any]:
+    """
+    Return a stand-in for ``factory(cls)`` in *table*: on its first call it builds the function.
+
+    Generating and compiling one function per event class at import was a tenth of
+    ``import ambient_runs``; a program uses a few classes. The stand-in puts the
+    built function in its place (or removes the entry, when *factory* makes none,
+    and returns None: "no fast path", as a missing entry says) and runs it, so
+    callers that look the table up per call pay nothing after the first.
+    """
+
+    def first_use(*args: Any) -> Any:
+        made = factory(cls)
+        if made is None:
+            table.pop(cls, None)
+            return None
+        table[cls] = made
+        return made(*args)
+
+    first_use.__name__ = first_use.__qualname__ = f"first_use_{cls.__name__}"
+    return first_use
+
 
 # --------------------------------------------------------------------------- unstructure
 
@@ -389,10 +450,21 @@ def _fstring_literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-#: JSON text writers by exact event class (see `_text_factory`).
-_TEXT: dict[type[Any], Callable[[Any, str, str], str | None]] = {
-    cls: writer for cls in ev.EVENT_CLASSES.values() if (writer := _text_factory(cls)) is not None
-}
+#: JSON text writers by exact event class (see `_text_factory`), each built on first use.
+_TEXT: dict[type[Any], Callable[[Any, str, str], str | None]] = {}
+_TEXT.update(
+    (cls, _built_on_first_use(_TEXT, cls, _text_factory)) for cls in ev.EVENT_CLASSES.values()
+)
+
+
+def text_writer(cls: type[Any]) -> Callable[[Any, str, str], str | None] | None:
+    """The JSON text writer of event class *cls* (built now if it was not yet), or None."""
+    write = _TEXT.get(cls)
+    if write is not None and write.__name__.startswith("first_use_"):
+        write = _TEXT[cls] = _text_factory(cls)  # type: ignore[assignment]
+        if write is None:
+            del _TEXT[cls]
+    return write
 
 
 def _encodable_factory(cls: type[Any]) -> Callable[[Any], object]:
@@ -629,10 +701,17 @@ _SAFE_INTEGERS = (
 )
 
 #: The encodability check of every event class (see `check_encodable`), by exact class.
-ENCODABLE: dict[type[Any], Callable[[Any], object]] = {
-    cls: _safe_integers_factory(cls) if cls in _SAFE_INTEGERS else _encodable_factory(cls)
+#: The string-only checks are generated, each on its first use.
+ENCODABLE: dict[type[Any], Callable[[Any], object]] = {}
+ENCODABLE.update(
+    (
+        cls,
+        _safe_integers_factory(cls)
+        if cls in _SAFE_INTEGERS
+        else _built_on_first_use(ENCODABLE, cls, _encodable_factory),
+    )
     for cls in ev.EVENT_CLASSES.values()
-}
+)
 ENCODABLE[ev.StateDeltaEvent] = _state_delta_factory()
 
 
@@ -987,12 +1066,16 @@ def _structure_tuple_factory(tp: Any) -> Callable[[Any, Any], tuple[Any, ...]]:
             try:
                 items.append(hook(item, item_type))
             except Exception as exc:
+                from cattrs.errors import IterableValidationNote
+
                 if len(errors) < _MAX_ITEM_PROBLEMS:
                     exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
                     errors.append(exc)
                 else:  # counted, not kept: 300,000 kept errors cost seconds of GC
                     unlisted += 1
         if errors:
+            from cattrs.errors import IterableValidationError
+
             if unlisted:
                 errors.append(_Problem(f"{unlisted} {_UNLISTED}"))
             msg = "invalid items"
@@ -1059,6 +1142,9 @@ def _strict_optional(hook: Callable[[Any, Any], Any]) -> Callable[[Any, Any], An
 
 
 def _structure_factory(cls: type[Any]) -> Any:
+    from cattrs.gen import make_dict_structure_fn, override
+
+    attrs.resolve_types(cls)
     overrides: dict[str, Any] = {}
     for a in attrs.fields(cls):
         if not a.init:
@@ -1088,6 +1174,8 @@ def _structure_factory(cls: type[Any]) -> Any:
             if value.get(key) != tag:
                 shown = "missing" if key not in value else repr(value[key])
                 problem = _Problem(f"expected {tag!r}, got {shown}")
+                from cattrs.errors import AttributeValidationNote, ClassValidationError
+
                 problem.add_note(AttributeValidationNote(f"@ attribute {a.name}", a.name, a.type))
                 msg = f"While structuring {cls.__name__}"
                 raise ClassValidationError(msg, [problem], cls)
@@ -1165,7 +1253,7 @@ _CONVERTER.register_structure_hook_factory(_is_literal, _literal_factory)
 #: Structures a client's JSON state into the run's state type: the inverse of
 #: `json_form` (camelCase keys back to field names, ISO 8601 text back to dates, …).
 #: Strict about JSON types, as the input's own fields are; tolerant of unknown keys.
-_STATE = cattrs.Converter(detailed_validation=True, forbid_extra_keys=False)
+_STATE = cast("Converter", _Deferred("_STATE", detailed_validation=True, forbid_extra_keys=False))
 
 
 def _structure_float(value: object, _: object) -> float:
@@ -1244,6 +1332,8 @@ def _structure_pydantic(value: Any, tp: Any) -> Any:
 
 
 def _structure_state_class_factory(cls: type[Any]) -> Any:
+    from cattrs.gen import make_dict_structure_fn, override
+
     names = [f.name for f in _fields(cls) if f.init]
     overrides: dict[str, Any] = {name: override(rename=wire_name(name)) for name in names}
     inner = make_dict_structure_fn(cls, _STATE, _cattrs_forbid_extra_keys=False, **overrides)
@@ -1285,9 +1375,13 @@ def _structure_sequence_factory(tp: Any) -> Any:
             try:
                 items.append(hook(element, item))
             except Exception as exc:
+                from cattrs.errors import IterableValidationNote
+
                 exc.add_note(IterableValidationNote(f"@ index {index}", index, item))
                 errors.append(exc)
         if errors:
+            from cattrs.errors import IterableValidationError
+
             msg = "invalid items"
             raise IterableValidationError(msg, errors, tp)
         return build(items)
@@ -1316,6 +1410,8 @@ def _structure_mapping_factory(tp: Any) -> Any:
                 exc.add_note(_KeyNote(key))
                 errors.append(exc)
         if errors:
+            from cattrs.errors import ClassValidationError
+
             msg = "invalid values"
             raise ClassValidationError(msg, errors, dict)
         return out
@@ -1347,6 +1443,8 @@ def _structure_typeddict_factory(tp: Any) -> Any:
             problem.add_note(_KeyNote(key))
             errors.append(problem)
         if errors:
+            from cattrs.errors import ClassValidationError
+
             msg = f"While structuring {tp.__name__}"
             raise ClassValidationError(msg, errors, tp)
         return out
@@ -1425,6 +1523,8 @@ def structure_state(data: Any, tp: Any) -> Any:
 
 def _problems(exc: BaseException, path: str) -> list[str]:
     """Flatten a cattrs exception tree into ``"<json path>: <problem>"`` lines."""
+    from cattrs.errors import ClassValidationError, IterableValidationError
+
     if isinstance(exc, ClassValidationError | IterableValidationError):
         found: list[str] = []
         for sub in exc.exceptions:
@@ -1444,6 +1544,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
 
 
 def _step(exc: BaseException, path: str) -> str:
+    from cattrs.errors import AttributeValidationNote, IterableValidationNote
+
     for note in getattr(exc, "__notes__", ()):
         if isinstance(note, _KeyNote):
             return f"{path}.{note.key}"

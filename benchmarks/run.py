@@ -73,6 +73,7 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"n_events": 20_000, "rounds": 6, "concurrent_rounds": 10},
         {"n_events": 2_000, "rounds": 2, "stream_events": 200, "ttfb_requests": 10},
     ),
+    "import": ("benchmarks.bench_import", {"rounds": 20}, {"rounds": 2}),
     "store": (
         "benchmarks.bench_store",
         {"n_events": 10_000, "rounds": 8, "append_events": 200_000, "replay_events": 10_000},

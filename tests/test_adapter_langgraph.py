@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from _node import client_verify
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
@@ -28,6 +27,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Send, interrupt
+from support.events import types_of
+from support.node import client_verify
 
 import ambient_runs as ar
 from ambient_runs import events as ev
@@ -164,10 +165,6 @@ def under(sid: str, events: Sequence[ev.BaseEvent]) -> list[ev.BaseEvent]:
     ]
 
 
-def kinds(events: Sequence[ev.BaseEvent]) -> list[str]:
-    return [e.TYPE.value for e in events]
-
-
 class TestStreaming:
     async def test_tokens_tool_calls_results_and_steps(self) -> None:
         """A react loop: steps per node, streamed text, streamed args, results on our ids."""
@@ -250,7 +247,7 @@ class TestStreaming:
             "STEP_STARTED",
             "SUBAGENT_STARTED",
             "TEXT_MESSAGE_START",
-        ] == kinds(events)[1:5]
+        ] == types_of(events)[1:5]
         started = [e for e in events if isinstance(e, ev.SubagentStartedEvent)]
         assert [("r-sub-1", None), ("r-sub-2", "r-sub-1")] == [
             (s.subagent_run_id, s.parent_subagent_run_id) for s in started

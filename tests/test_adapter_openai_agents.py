@@ -19,7 +19,13 @@ import sys
 from typing import Any
 
 import pytest
-from _adapters import (
+from adapter_programs import PROGRAMS, openai_approver
+from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
+from agents.models.interface import ModelTracing
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from openai.types.responses import ResponseReasoningItem
+from openai.types.responses.response_reasoning_item import Summary
+from support.adapters import (
     answer_all,
     by_subagent,
     client_accepts,
@@ -28,12 +34,6 @@ from _adapters import (
     started,
     wire_of,
 )
-from adapter_programs import PROGRAMS, openai_approver
-from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
-from agents.models.interface import ModelTracing
-from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-from openai.types.responses import ResponseReasoningItem
-from openai.types.responses.response_reasoning_item import Summary
 
 import ambient_runs as ar
 from ambient_runs.adapters.openai_agents import run_agent

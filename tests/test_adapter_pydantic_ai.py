@@ -15,7 +15,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _adapters import (
+from adapter_programs import PROGRAMS, pydantic_ai_approver
+from pydantic import BaseModel
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
+from pydantic_ai.models.test import TestModel
+from support.adapters import (
     answer_all,
     by_subagent,
     client_accepts,
@@ -24,12 +30,6 @@ from _adapters import (
     started,
     wire_of,
 )
-from adapter_programs import PROGRAMS, pydantic_ai_approver
-from pydantic import BaseModel
-from pydantic_ai import Agent, ModelRetry
-from pydantic_ai.messages import ModelMessage
-from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
-from pydantic_ai.models.test import TestModel
 
 import ambient_runs as ar
 from ambient_runs._outcomes import GENERIC_MESSAGE

@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from support.sse import events_of
 
 import ambient_runs as ar
 from ambient_runs import events as ev
@@ -29,12 +30,6 @@ async def hello(run: ar.Run) -> dict[str, str]:
     """Say hello and return a result."""
     ar.say("Hello!", id="m1")
     return {"greeted": "yes"}
-
-
-def parse(body: bytes) -> list[dict[str, Any]]:
-    """Return the events of an SSE body, skipping comments."""
-    blocks = [b for b in body.split(b"\n\n") if b]
-    return [json.loads(b.removeprefix(b"data: ")) for b in blocks if b.startswith(b"data: ")]
 
 
 class Exchange:
@@ -260,7 +255,7 @@ class TestAgentAppStreams:
             b"cache-control": b"no-cache",
             b"x-accel-buffering": b"no",
         } == exchange.headers
-        events = parse(exchange.body)
+        events = events_of(exchange.body)
         assert [
             {"type": "RUN_STARTED", "threadId": "t", "runId": "r", "protocolVersion": "1.0"},
             {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
@@ -281,7 +276,7 @@ class TestAgentAppStreams:
 
         exchange = await call(AgentApp(agent, expose_errors=True))
 
-        events = parse(exchange.body)
+        events = events_of(exchange.body)
         assert {"type": "RUN_ERROR", "message": "'tool crashed'", "code": "KeyError"} == events[-1]
         assert_valid(events)
         assert (200, True) == (exchange.status, exchange.closed)
@@ -310,7 +305,7 @@ class TestAgentAppStreams:
         monkeypatch.setattr(sse, "encode", encode)
         exchange = await call(AgentApp(agent))
 
-        events = parse(exchange.body)
+        events = events_of(exchange.body)
         assert [
             "RUN_STARTED",
             "TEXT_MESSAGE_START",
@@ -333,7 +328,7 @@ class TestAgentAppStreams:
         exchange = await call(AgentApp(agent, keep_alive=0.02))
 
         assert exchange.body.count(sse.KEEP_ALIVE) >= 1
-        assert_valid(parse(exchange.body))
+        assert_valid(events_of(exchange.body))
 
     async def test_run_options_reach_the_run(self) -> None:
         """Run options pass through; a state is copied for each run, never shared."""
@@ -346,11 +341,11 @@ class TestAgentAppStreams:
         first, second = await call(app), await call(app)
 
         assert [{"count": 1}, {"count": 1}] == [
-            next(e["snapshot"] for e in parse(x.body) if e["type"] == "STATE_SNAPSHOT")
+            next(e["snapshot"] for e in events_of(x.body) if e["type"] == "STATE_SNAPSHOT")
             for x in (first, second)
         ]
         assert {"count": 0} == shared
-        assert "input" in parse(first.body)[0]
+        assert "input" in events_of(first.body)[0]
 
 
 class TestAgentAppCoalesces:
@@ -365,7 +360,7 @@ class TestAgentAppCoalesces:
 
         exchange = await call(AgentApp(agent))
 
-        events = parse(exchange.body)
+        events = events_of(exchange.body)
         bodies = [m for m in exchange.sent[1:] if m.get("body")]
         assert 1004 == len(events)
         assert_valid(events)
@@ -404,7 +399,7 @@ class TestAgentAppCoalesces:
 
         [first] = written_at_first_body
         assert first <= 2, first  # RUN_STARTED, TEXT_MESSAGE_START and the first delta
-        assert parse(exchange.sent[1]["body"])[0]["type"] == "RUN_STARTED"
+        assert events_of(exchange.sent[1]["body"])[0]["type"] == "RUN_STARTED"
 
     async def test_an_agent_that_yields_still_gets_every_frame_once(self) -> None:
         """Batches never lose, repeat or reorder a frame, whoever yields when."""
@@ -420,7 +415,9 @@ class TestAgentAppCoalesces:
 
         exchange = await call(AgentApp(agent, buffer=16))
 
-        deltas = [e["delta"] for e in parse(exchange.body) if e["type"] == "TEXT_MESSAGE_CONTENT"]
+        deltas = [
+            e["delta"] for e in events_of(exchange.body) if e["type"] == "TEXT_MESSAGE_CONTENT"
+        ]
         assert [f"{i} " for i in range(300)] == deltas
 
     async def test_a_frame_that_will_not_encode_mid_batch_sends_those_before_it(
@@ -444,7 +441,7 @@ class TestAgentAppCoalesces:
         monkeypatch.setattr(sse, "encode", encode)
         exchange = await call(AgentApp(agent))
 
-        events = parse(exchange.body)
+        events = events_of(exchange.body)
         assert ["RUN_STARTED", "TEXT_MESSAGE_START", "a", "b", "c", "RUN_ERROR"] == [
             e.get("delta", e["type"]) for e in events
         ]
@@ -482,7 +479,7 @@ class TestAgentAppDisconnect:
         latency = cancelled - disconnected_at
         assert latency < 0.1, f"{latency * 1000:.1f} ms"
         assert before == asyncio.all_tasks()
-        assert len(parse(exchange.body)) > 1
+        assert len(events_of(exchange.body)) > 1
 
 
 class TestAgentAppProtocol:
@@ -574,7 +571,7 @@ class TestAgentAppMounted:
             response.status_code,
             response.headers["content-type"],
         )
-        assert "RUN_FINISHED" == parse(response.content)[-1]["type"]
+        assert "RUN_FINISHED" == events_of(response.content)[-1]["type"]
         assert 404 == missing.status_code
 
     async def test_mounts_under_fastapi(self) -> None:
@@ -592,6 +589,6 @@ class TestAgentAppMounted:
             refused = await client.get("/agent/")
             healthy = await client.get("/health")
 
-        assert_valid(parse(response.content))
+        assert_valid(events_of(response.content))
         assert (405, "POST") == (refused.status_code, refused.headers["allow"])
         assert {"status": "ok"} == healthy.json()

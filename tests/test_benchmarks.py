@@ -31,6 +31,7 @@ TINY: dict[str, dict[str, Any]] = {
     "http": {"n_events": 30, "rounds": 1, "stream_events": 20, "streams": 3, "ttfb_requests": 2},
     "otel": {"n_calls": 10, "n_events": 20, "rounds": 2},
     "store": {"n_events": 30, "rounds": 1, "append_events": 512, "replay_events": 100},
+    "import": {"rounds": 1},
 }
 
 

@@ -10,7 +10,7 @@ encoded with `sse.encode` afterwards. The bytes must be identical, what the
 program saw raised must be identical, and the object stream must pass the
 strict `Verifier`.
 
-The programs are `tests/_programs.py`'s (nesting, subagents that fail or are
+The programs are `tests/support/programs.py`'s (nesting, subagents that fail or are
 left open, tool calls, reasoning, state, steps, activities), interleaved with
 steps aimed at the byte path's refusals: deltas JSON must escape or cannot
 carry (a lone surrogate), a TEXT_MESSAGE_END sent by hand for a handle's
@@ -32,12 +32,12 @@ import attrs
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from tests._programs import INPUT, _drive, programs
 
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs.verify import Verifier
-from tests._programs import INPUT, _drive, programs
 
 #: Deltas: plain, non-ASCII, escapes, empty, and ones UTF-8 cannot carry.
 _DELTAS = st.sampled_from(

@@ -13,12 +13,12 @@ from typing import Any
 
 import ag_ui.core
 import pytest
-import strategies
 from ag_ui._generated import models as official_models
 from ag_ui.encoder import EventEncoder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from support import strategies
 
 from ambient_runs import events as ev
 from ambient_runs._wire import _CONVERTER, encode_json, from_wire, to_wire
@@ -85,7 +85,7 @@ class TestCatalogue:
         assert expected == actual
 
     def test_every_class_has_a_strategy(self) -> None:
-        """tests/strategies.py builds every event, message, part, source and patch operation."""
+        """support/strategies.py builds every event, message, part, source and patch operation."""
         expected = {
             *ev.EVENT_CLASSES.values(),
             *ev.MESSAGE_CLASSES.values(),

@@ -17,8 +17,8 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 import pytest
-from _kinds import KINDS, consume, raising
-from helpers import body, said
+from support.events import body, said
+from support.kinds import KINDS, consume, raising
 
 import ambient_runs as ar
 from ambient_runs import events as ev

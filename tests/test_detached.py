@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
+from support.sse import frames_of
 
 import ambient_runs as ar
 from ambient_runs import _detached
@@ -95,17 +96,6 @@ async def call(
     return b"".join(chunks)
 
 
-def frames(body: bytes) -> list[tuple[int, dict[str, Any]]]:
-    out = []
-    for block in body.split(b"\n\n"):
-        if block:
-            id_line, data_line = block.split(b"\n")
-            assert id_line.startswith(b"id: "), block
-            assert data_line.startswith(b"data: "), block
-            out.append((int(id_line[4:]), json.loads(data_line[6:])))
-    return out
-
-
 def start(run_id: str) -> dict[str, Any]:
     return {"threadId": "t", "runId": run_id, "messages": [], "state": {}}
 
@@ -134,10 +124,10 @@ async def test_the_owner_serves_its_followers_without_reading_the_store() -> Non
     started, resumed = await asyncio.gather(call(app, "POST", "/", start("r")), resume_midway())
 
     assert store.reads == 0
-    whole = frames(started)
+    whole = frames_of(started)
     assert [i for i, _ in whole] == list(range(1, len(whole) + 1))
     assert whole[-1][1]["type"] == "RUN_FINISHED"
-    assert frames(resumed) == whole[7:]
+    assert frames_of(resumed) == whole[7:]
     # Once the run is over this worker no longer owns it: the store answers.
     replayed = await call(app, "GET", "/threads/t/runs/r", query=b"after=0")
     assert store.reads > 0
@@ -164,7 +154,7 @@ async def test_a_follower_behind_what_the_owner_keeps_catches_up_from_the_store(
 
     body = await call(app, "POST", "/", start("slow"), on_body=slow_client)
 
-    got = frames(body)
+    got = frames_of(body)
     assert [i for i, _ in got] == list(range(1, 204 + 1))
     assert [e["delta"] for _, e in got if e["type"] == "TEXT_MESSAGE_CONTENT"] == [
         f"{i} " for i in range(200)
@@ -193,7 +183,7 @@ async def test_a_run_ended_by_another_worker_reaches_the_owners_followers() -> N
 
     body, _ = await asyncio.gather(call(app, "POST", "/", start("lost")), end_elsewhere())
 
-    got = frames(body)
+    got = frames_of(body)
     assert [i for i, _ in got] == list(range(1, len(got) + 1))
     assert got[-1][1]["type"] == "RUN_ERROR"
     assert got[-1][1]["code"] == "worker_lost"
@@ -211,7 +201,7 @@ async def test_a_plain_agent_in_a_thread_is_logged_whole_and_in_order() -> None:
     store = CountingStore()
     app = AgentApp(agent, store=store)
 
-    got = frames(await call(app, "POST", "/", start("plain")))
+    got = frames_of(await call(app, "POST", "/", start("plain")))
 
     assert [i for i, _ in got] == list(range(1, len(got) + 1))
     assert [e["delta"] for _, e in got if e["type"] == "TEXT_MESSAGE_CONTENT"] == [

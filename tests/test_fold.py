@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _node import client_verify
-from _programs import INPUT, log_of, programs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.node import client_verify
+from support.programs import INPUT, log_of, programs
 
 import ambient_runs as ar
 from ambient_runs import events as ev

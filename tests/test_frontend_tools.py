@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from helpers import said
+from support.events import said, types_of
 
 import ambient_runs as ar
 from ambient_runs import events as ev
@@ -43,10 +43,6 @@ def pending(run: ar.Run) -> tuple[str, ...] | None:
     return outcome.pending_tool_call_ids
 
 
-def types(run: ar.Run) -> list[str]:
-    return [e.TYPE.value for e in run.events]
-
-
 class TestCallFrontendTool:
     def test_emits_the_call_and_ends_the_run_as_success_with_it_pending(self) -> None:
         """The call goes out whole, no result follows, and RUN_FINISHED names it pending."""
@@ -64,7 +60,7 @@ class TestCallFrontendTool:
             "TOOL_CALL_ARGS",
             "TOOL_CALL_END",
             "RUN_FINISHED",
-        ] == types(run)
+        ] == types_of(run)
         assert [
             {"type": "TOOL_CALL_START", "toolCallId": "r-tool-1", "toolCallName": "confirm"},
             {
@@ -219,7 +215,7 @@ class TestUnknownTool:
             "tools: 'confirm'); call one of run.tools, or run the tool on the server with "
             "tool_call(name) and send its result()."
         ) == str(raised.value)
-        assert ["RUN_STARTED", "RUN_FINISHED"] == types(run)
+        assert ["RUN_STARTED", "RUN_FINISHED"] == types_of(run)
         assert pending(run) is None
 
     def test_no_tools_at_all(self) -> None:

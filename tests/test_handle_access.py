@@ -6,7 +6,7 @@ import asyncio
 import typing
 
 import pytest
-from helpers import said
+from support.events import said
 
 import ambient_runs as ar
 from ambient_runs import events as ev

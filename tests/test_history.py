@@ -10,8 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from _node import client_verify
 from ag_ui.core import MessagesSnapshotEvent
+from support.node import client_verify
+from support.sse import events_of
 
 import ambient_runs as ar
 from ambient_runs import events as ev
@@ -555,11 +556,6 @@ async def post(app: AgentApp, body: bytes) -> httpx.Response:
         return await client.post("/", content=body, headers={"content-type": "application/json"})
 
 
-def events_of(response: httpx.Response) -> list[JsonDict]:
-    blocks = [b for b in response.content.split(b"\n\n") if b.startswith(b"data: ")]
-    return [json.loads(b.removeprefix(b"data: ")) for b in blocks]
-
-
 class TestAgentAppThreads:
     async def test_saves_each_run_and_starts_the_next_from_it(self) -> None:
         """Run 1 is saved; run 2, sent only its new message, starts from the whole thread."""
@@ -579,7 +575,7 @@ class TestAgentAppThreads:
         saved = await store.load("t")
         assert ["u1", "r1-msg-1", "u2", "r2-msg-1"] == [m.id for m in saved]
         assert (first, saved[1], second) == histories[1]
-        events = events_of(response)
+        events = events_of(response.content)
         assert "MESSAGES_SNAPSHOT" == events[1]["type"]  # the client lacked r1's messages
 
     async def test_a_failed_save_is_a_run_error_the_client_sees(self) -> None:
@@ -590,7 +586,7 @@ class TestAgentAppThreads:
                 raise OSError("disk full")
 
         app = AgentApp(lambda run: ar.say("hi"), threads=Broken())
-        events = events_of(await post(app, body_of("t", "r", [])))
+        events = events_of((await post(app, body_of("t", "r", []))).content)
 
         assert {
             "type": "RUN_ERROR",
@@ -606,7 +602,9 @@ class TestAgentAppThreads:
             ar.say("partial")
             raise ar.AgentError("boom", code="mine")
 
-        events = events_of(await post(AgentApp(agent, threads=store), body_of("t", "r", [])))
+        events = events_of(
+            (await post(AgentApp(agent, threads=store), body_of("t", "r", []))).content
+        )
 
         assert ("RUN_ERROR", "mine") == (events[-1]["type"], events[-1]["code"])
         assert ["partial"] == [m.content for m in await store.load("t")]

@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 import pytest
-import strategies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import strategies
 
 import ambient_runs
 from ambient_runs import InvalidInputError, RunAgentInput

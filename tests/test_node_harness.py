@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _node import client_verify, ensure_node_modules
+from support.node import client_verify, ensure_node_modules
 
 Event = dict[str, Any]
 

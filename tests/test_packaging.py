@@ -117,6 +117,29 @@ class TestDependencies:
 
         assert "[]" == out.stdout.strip()
 
+    def test_import_loads_no_extra(self) -> None:
+        """
+        ``import ambient_runs`` loads attrs and jsonpatch and nothing else from outside.
+
+        No optional dependency (installed here), no cattrs (loaded on first use of the
+        wire form), no adapter or store: what a plain import costs is the core's.
+        """
+        code = (
+            "import sys, json\n"
+            "before = set(sys.modules)\n"
+            "import ambient_runs\n"
+            "ours = set(sys.stdlib_module_names) | {'ambient_runs'}\n"
+            "new = set(sys.modules) - before\n"
+            "extras = ('ambient_runs.adapters', 'ambient_runs.stores')\n"
+            "print(json.dumps([sorted({k.split('.')[0] for k in new} - ours),\n"
+            "                  sorted(k for k in new if k.startswith(extras))]))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+
+        assert [["attr", "attrs", "jsonpatch", "jsonpointer"], []] == json.loads(out.stdout)
+
     def test_the_adapters_package_pulls_in_no_framework(self) -> None:
         """``ambient_runs.adapters`` and its shared helpers import no framework (adapters do)."""
         code = (
@@ -202,6 +225,8 @@ for info in pkgutil.walk_packages(ambient_runs.__path__, "ambient_runs."):
     except ImportError as error:
         report["modules"][info.name] = str(error)
 report["after"] = third()
+ambient_runs.from_wire({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})
+report["used"] = third()
 print(json.dumps(report))
 """
 
@@ -271,9 +296,10 @@ class TestWheel:
         """
         In a venv holding the wheel and its three dependencies, every module imports.
 
-        ``import ambient_runs`` loads attrs, cattrs and jsonpatch (and what they
-        need) and nothing else; the modules that need an extra raise ImportError
-        naming an extra that pyproject declares, and only those.
+        ``import ambient_runs`` loads attrs and jsonpatch (and what they need) and
+        nothing else; cattrs follows on first use (reading the wire form); the
+        modules that need an extra raise ImportError naming an extra that pyproject
+        declares, and only those.
         """
         _, python = fresh_install
         out = subprocess.run(
@@ -293,7 +319,9 @@ class TestWheel:
         runtime = {"attr", "attrs", "cattrs", "jsonpatch", "jsonpointer", "typing_extensions"}
         assert set(report["plain"]) <= runtime
         assert set(report["after"]) <= runtime
-        assert {"attrs", "cattrs", "jsonpatch"} <= set(report["plain"])
+        assert set(report["used"]) <= runtime
+        assert {"attrs", "jsonpatch"} <= set(report["plain"])
+        assert "cattrs" in set(report["used"])
         assert {} == {name: failed[name] for name, match in named.items() if match is None}
         assert set() == {m.group(1) for m in named.values() if m} - set(extras)
         assert all(

@@ -24,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from _kinds import KINDS, consume, raising
-from helpers import body, said
 from starlette.concurrency import iterate_in_threadpool
+from support.events import body, said
+from support.kinds import KINDS, consume, raising
 
 import ambient_runs as ar
 from ambient_runs import _decorators, _scopes

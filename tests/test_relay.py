@@ -17,7 +17,7 @@ from typing import Any
 import ag_ui.core as agui
 import pydantic
 import pytest
-from _node import client_verify
+from support.node import client_verify
 
 import ambient_runs as ar
 from ambient_runs import events as ev

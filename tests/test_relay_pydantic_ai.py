@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from _node import client_verify
 from ag_ui.core import ResumeEntry as AguiResumeEntry
 from ag_ui.core import RunAgentInput as AguiInput
 from ag_ui.core import UserMessage as AguiUserMessage
@@ -20,6 +19,7 @@ from pydantic import TypeAdapter
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.ui.ag_ui import AGUIAdapter
+from support.node import client_verify
 
 import ambient_runs as ar
 from ambient_runs import events as ev

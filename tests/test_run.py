@@ -9,15 +9,11 @@ import threading
 from typing import Any
 
 import pytest
+from support.events import types_of
 
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs.testing import assert_valid, capture_events, make_input, project, wire
-
-
-def types(events: Any) -> list[ev.EventType]:
-    """Return the type of every event."""
-    return [e.TYPE for e in events]
 
 
 def finished(events: Any) -> ev.RunFinishedEvent:
@@ -76,7 +72,7 @@ class TestRunLifecycle:
             ev.EventType.TEXT_MESSAGE_CONTENT,
             ev.EventType.TEXT_MESSAGE_END,
             ev.EventType.RUN_FINISHED,
-        ] == types(run.events)
+        ] == types_of(run.events)
 
     async def test_accepts_wire_input(self) -> None:
         """A wire-form dict is accepted as input."""
@@ -232,7 +228,7 @@ class TestRunLifecycle:
             ev.EventType.STEP_FINISHED,
             ev.EventType.TEXT_MESSAGE_END,
             ev.EventType.RUN_FINISHED,
-        ] == types(run.events)[-6:]
+        ] == types_of(run.events)[-6:]
         assert_valid(list(run.events))
 
     async def test_open_handles_closed_quietly_on_interrupt(self) -> None:
@@ -241,7 +237,8 @@ class TestRunLifecycle:
             ar.message()
             raise ar.Interrupted(ev.Interrupt(id="i", reason="r"))
 
-        assert [ev.EventType.TEXT_MESSAGE_END, ev.EventType.RUN_FINISHED] == types(run.events)[-2:]
+        last = types_of(run.events)[-2:]
+        assert [ev.EventType.TEXT_MESSAGE_END, ev.EventType.RUN_FINISHED] == last
         assert_valid(list(run.events))
 
 
@@ -263,14 +260,14 @@ class TestSinkAndVerify:
             with pytest.raises(ar.ProtocolError):
                 ar.emit(ev.TextMessageContentEvent(message_id="nope", delta="x"))
 
-        assert ev.EventType.TEXT_MESSAGE_CONTENT not in types(run.events)
+        assert ev.EventType.TEXT_MESSAGE_CONTENT not in types_of(run.events)
 
     async def test_verify_false_lets_it_through(self) -> None:
         """With verify=False the same event goes out unchecked."""
         async with ar.Run(make_input(), verify=False) as run:
             ar.emit(ev.TextMessageContentEvent(message_id="nope", delta="x"))
 
-        assert ev.EventType.TEXT_MESSAGE_CONTENT in types(run.events)
+        assert ev.EventType.TEXT_MESSAGE_CONTENT in types_of(run.events)
 
     async def test_transformer_rewrites_events(self) -> None:
         """A transformer sees each event and what it returns is what goes out."""
@@ -387,10 +384,10 @@ class TestEventLog:
             second = run.events.drain()
             remaining = len(run.events)
 
-        assert [ev.EventType.RUN_STARTED] == types(first)
+        assert [ev.EventType.RUN_STARTED] == types_of(first)
         assert 3 == len(second)
         assert 0 == remaining
-        assert [ev.EventType.RUN_FINISHED] == types(run.events)
+        assert [ev.EventType.RUN_FINISHED] == types_of(run.events)
 
     async def test_log_is_a_sequence(self) -> None:
         """The log supports len, iteration and indexing."""
@@ -399,7 +396,7 @@ class TestEventLog:
 
         assert 2 == len(run.events)
         assert ev.EventType.RUN_STARTED == run.events[0].TYPE
-        assert types(run.events) == [e.TYPE for e in list(run.events)]
+        assert types_of(run.events) == [e.TYPE for e in list(run.events)]
 
 
 class TestTestingHelpers:

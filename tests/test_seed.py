@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from support.events import types_of
+
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs.testing import assert_valid, make_input
-
-
-def types(events: list[ev.BaseEvent]) -> list[ev.EventType]:
-    """Return the type of every event."""
-    return [e.TYPE for e in events]
 
 
 class TestSubagentHandleExample:
@@ -31,7 +28,7 @@ class TestSubagentHandleExample:
             run.say("Thanks.")
             events = run.events.drain()
 
-        assert [ev.EventType.RUN_STARTED] == types(started)
+        assert [ev.EventType.RUN_STARTED] == types_of(started)
         assert ev.EventType.SUBAGENT_STARTED == events[0].TYPE
         assert "r-sub-1" == events[1].subagent_run_id  # type: ignore[attr-defined]
         assert ev.EventType.SUBAGENT_FINISHED == events[4].TYPE
@@ -133,7 +130,7 @@ class TestSubagentWithExample:
                     message_id=result_id, tool_call_id=call_id, content="3 sources"
                 )
             )
-            kinds = types(run.events.drain())
+            kinds = types_of(run.events.drain())
 
         assert ev.EventType.SUBAGENT_STARTED == kinds[3]
         assert ev.EventType.SUBAGENT_FINISHED == kinds[7]
@@ -212,7 +209,7 @@ class TestStateExample:
         async with ar.Run(make_input(), state=Draft()) as run:
             run.publish_state()
             run.publish_state()
-        kinds = types(list(run.events))
+        kinds = types_of(list(run.events))
 
         assert 1 == kinds.count(ev.EventType.STATE_SNAPSHOT)
 

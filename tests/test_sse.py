@@ -11,9 +11,9 @@ from typing import Any
 
 import ag_ui.core
 import pytest
-import strategies
 from ag_ui.encoder import EventEncoder
 from hypothesis import HealthCheck, given, settings
+from support import strategies
 
 import ambient_runs as ar
 from ambient_runs import events as ev

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers import body
+from support.events import body
 
 import ambient_runs as ar
 from ambient_runs import events as ev

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import said
+from support.events import said
 
 import ambient_runs as ar
 from ambient_runs import events as ev

@@ -5,16 +5,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from support.events import types_of
 
 import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs import transform
 from ambient_runs.testing import assert_valid, make_input
 from ambient_runs.transform import RedactContent, StampMetadata, Timestamps
-
-
-def _types(events: list[ev.BaseEvent]) -> list[str]:
-    return [e.TYPE.value for e in events]
 
 
 class TestTimestamps:
@@ -144,7 +141,7 @@ class TestPipeline:
         with ar.Run(make_input("t", "r"), transformers=[drop_custom]) as run:
             ar.emit(ev.CustomEvent(name="x", value=1))
 
-        assert ["RUN_STARTED", "RUN_FINISHED"] == _types(list(run.events))
+        assert ["RUN_STARTED", "RUN_FINISHED"] == types_of(list(run.events))
 
     def test_a_transformer_can_expand_events(self) -> None:
         """Returning several events sends each, in order, each verified."""
@@ -175,4 +172,4 @@ class TestPipeline:
                 ar.say("hi")
             run.events.drain()
 
-        assert ["RUN_FINISHED"] == _types(run.events.drain())
+        assert ["RUN_FINISHED"] == types_of(run.events.drain())

@@ -6,7 +6,7 @@ Our side of a stream: every event with one of the 31 AG-UI types is parsed with
 dropped (the client's enforcement stage drops them too), and the stream is
 accepted when ``Verifier(strict=False).verify`` finds nothing. The client's
 side: ``AbstractAgent.runAgent`` over the stream, the full pipeline (the
-truth), through ``tests/_node.py``.
+truth), through ``tests/support/node.py``.
 
 Three sets of streams are compared, each in one Node invocation:
 
@@ -38,9 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import pytest
-from _node import client_verify, ensure_node_modules
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from support.node import client_verify, ensure_node_modules
 from verify_corpus import CASES
 
 from ambient_runs import from_wire

@@ -8,10 +8,10 @@ from typing import Any
 
 import attrs
 import pytest
-import strategies
 from ag_ui.core import CustomEvent as OfficialCustomEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import strategies
 
 from ambient_runs import InvalidEventError, InvalidInputError
 from ambient_runs import events as ev

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-# `_node` lives in tests/, which is on sys.path only when a module there was collected first.
+# `support` lives in tests/, which is on sys.path only when a module there was collected first.
 _TESTS = str(Path(__file__).resolve().parent.parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
-from _node import ensure_node_modules  # noqa: E402
+from support.node import ensure_node_modules  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from _node import aclient_run
-from _uvicorn_server import E2E, serving
+from support.node import aclient_run
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp

@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _uvicorn_server import E2E, serving
 from ag_ui.core import AgentCapabilities
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp

@@ -15,8 +15,9 @@ import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from _node import ClientRunResult, aclient_run, assert_clean
-from _uvicorn_server import E2E, serving
+from support.events import types_of
+from support.node import ClientRunResult, aclient_run, assert_clean
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs._stream import Agent
@@ -46,11 +47,6 @@ async def drive(
     async with serving(AgentApp(agent, **app_options)) as url:
         async with asyncio.timeout(60):
             return await aclient_run(url, runs)
-
-
-def types_of(events: Sequence[JsonDict]) -> list[str]:
-    """Return the ``type`` of each wire event."""
-    return [e["type"] for e in events]
 
 
 async def chunks(parts: Sequence[str], pause: float = 0.002) -> AsyncIterator[str]:

@@ -17,8 +17,9 @@ from typing import Any
 
 import attrs
 import pydantic
-from _node import ClientRunResult, aclient_run, assert_clean
-from _uvicorn_server import E2E, serving
+from support.events import types_of
+from support.node import ClientRunResult, aclient_run, assert_clean
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp
@@ -35,10 +36,6 @@ async def drive(
     async with serving(app) as url:
         async with asyncio.timeout(60):
             return await aclient_run(url, runs, **client)
-
-
-def types_of(events: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [e["type"] for e in events]
 
 
 @attrs.define

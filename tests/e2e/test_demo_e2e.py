@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from _node import aclient_run
-from _uvicorn_server import E2E, serving
+from support.node import aclient_run
+from support.servers import E2E, serving
 
 from ambient_runs import to_wire
 from ambient_runs._demo import CONFIRM_TOOL, research_agent

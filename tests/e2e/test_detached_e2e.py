@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _node import client_verify
-from _uvicorn_server import E2E
+from support.node import client_verify
+from support.servers import E2E
 
 pytestmark = E2E
 
@@ -144,6 +144,11 @@ class Frames:
         return self.seen
 
 
+def payloads(frames: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The events of *frames*, without their ids."""
+    return [event for _, event in frames]
+
+
 @contextlib.asynccontextmanager
 async def opened(
     client: httpx.AsyncClient, method: str, url: str, **kw: Any
@@ -152,10 +157,6 @@ async def opened(
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"] == "text/event-stream"
         yield Frames(response)
-
-
-def events_of(frames: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [event for _, event in frames]
 
 
 def assert_same_end(
@@ -198,7 +199,7 @@ async def test_resume_on_another_worker_after_a_disconnect(workers: dict[str, An
     assert rest[0][0] == last + 1
     assert part + rest == whole  # exactly the missed frames, in order, none twice
     assert rest[-1][1]["type"] == "RUN_FINISHED"
-    assert_same_end(events_of(part + rest), events_of(whole), run_id)
+    assert_same_end(payloads(part + rest), payloads(whole), run_id)
 
 
 async def test_join_mid_run_from_a_third_client(workers: dict[str, Any]) -> None:
@@ -218,7 +219,7 @@ async def test_join_mid_run_from_a_third_client(workers: dict[str, Any]) -> None
     assert kinds[:3] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"]
     assert len(joined) < len(watched)  # a prelude, not a replay
     assert joined[-1][1] == watched[-1][1]
-    assert_same_end(events_of(joined), events_of(watched), run_id, join=True)
+    assert_same_end(payloads(joined), payloads(watched), run_id, join=True)
 
 
 async def test_many_followers_and_a_cancel_from_another_worker(workers: dict[str, Any]) -> None:
@@ -247,7 +248,7 @@ async def test_many_followers_and_a_cancel_from_another_worker(workers: dict[str
     assert seen[-1][1]["outcome"] == {"type": "cancelled"}
     assert all(result == seen for result in results)
     assert again.status_code == 409
-    assert_same_end(events_of(seen), events_of(results[0]), run_id)
+    assert_same_end(payloads(seen), payloads(results[0]), run_id)
 
 
 async def test_unknown_runs_and_bad_cursors_get_clean_answers(workers: dict[str, Any]) -> None:
@@ -286,4 +287,4 @@ async def test_a_killed_owner_is_worker_lost_for_its_followers(workers: dict[str
         assert stream[-1][1]["type"] == "RUN_ERROR"
         assert stream[-1][1]["code"] == "worker_lost"
     assert lost_after < LEASE + 2  # the lease, plus a follower's poll and the machine's load
-    assert_same_end(events_of(joined), events_of(replayed), run_id, join=True)
+    assert_same_end(payloads(joined), payloads(replayed), run_id, join=True)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
 import pytest
-from _node import client_verify
-from _uvicorn_server import E2E, serving
+from support.node import client_verify
+from support.servers import E2E, serving
+from support.sse import frames_of
 
 import ambient_runs as ar
 from ambient_runs import sse
@@ -17,18 +17,6 @@ from ambient_runs.asgi import AgentApp
 from ambient_runs.stores import MemoryStore
 
 pytestmark = E2E
-
-
-def frames_of(text: str) -> list[tuple[int, dict[str, Any]]]:
-    out = []
-    for block in text.split("\n\n"):
-        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
-        if not lines:
-            continue
-        assert lines[0].startswith("id: "), block
-        assert lines[1].startswith("data: "), block
-        out.append((int(lines[0][4:]), json.loads(lines[1][6:])))
-    return out
 
 
 def body(run_id: str) -> dict[str, Any]:
@@ -69,15 +57,15 @@ async def test_a_disconnect_leaves_the_run_going(url: str) -> None:
         whole = await client.get(f"{url}/threads/t/runs/r1")  # a join: waits to the end
         replay = await client.get(f"{url}/threads/t/runs/r1", params={"after": "0"})
 
-    events = [e for _, e in frames_of(replay.text)]
+    events = [e for _, e in frames_of(replay.text, comments=True)]
     assert events[-1] == {
         "type": "RUN_FINISHED",
         "threadId": "t",
         "runId": "r1",
         "result": {"done": True},
     }
-    assert [i for i, _ in frames_of(replay.text)] == list(range(1, len(events) + 1))
-    verdicts = client_verify([[e for _, e in frames_of(whole.text)], events])
+    assert [i for i, _ in frames_of(replay.text, comments=True)] == list(range(1, len(events) + 1))
+    verdicts = client_verify([[e for _, e in frames_of(whole.text, comments=True)], events])
     assert verdicts[0]["ok"], verdicts[0]["error"]
     assert verdicts[1]["ok"], verdicts[1]["error"]
     assert verdicts[0]["messages"] == verdicts[1]["messages"]
@@ -96,7 +84,7 @@ async def test_cancel_ends_the_run_cancelled_and_idle_followers_get_keep_alives(
                     text += "cancelling"
         late = await client.post(f"{url}/threads/t/runs/r2/cancel", json={})
 
-    events = [e for _, e in frames_of(text.replace("cancelling", ""))]
+    events = [e for _, e in frames_of(text.replace("cancelling", ""), comments=True)]
     assert events[-1]["outcome"] == {"type": "cancelled"}
     assert late.status_code == 409
     assert client_verify([events])[0]["ok"]
@@ -126,9 +114,9 @@ async def test_methods_and_cursors_are_checked(url: str) -> None:
     assert (get_cancel.status_code, get_cancel.headers["allow"]) == (405, "POST")
     assert bad.status_code == 400
     assert (beyond.status_code, beyond.text) == (200, "")
-    n = len(frames_of(last.text))
+    n = len(frames_of(last.text, comments=True))
     tail = await _get(url, "r4", n - 2)
-    assert [i for i, _ in frames_of(tail)] == [n - 1, n]
+    assert [i for i, _ in frames_of(tail, comments=True)] == [n - 1, n]
 
 
 async def _get(url: str, run_id: str, after: int) -> str:

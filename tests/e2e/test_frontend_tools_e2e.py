@@ -10,8 +10,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _node import ClientRunResult, aclient_run, assert_clean
-from _uvicorn_server import E2E, serving
+from support.events import types_of
+from support.node import ClientRunResult, aclient_run, assert_clean
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp
@@ -52,10 +53,6 @@ async def booking_agent(run: ar.Run) -> str:
 
     await ask()
     return "unreachable"  # pragma: no cover
-
-
-def types_of(events: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [e["type"] for e in events]
 
 
 class TestTheWholeLoop:

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from _node import ClientRunResult, aclient_run, assert_clean
-from _uvicorn_server import E2E, serving
+from support.node import ClientRunResult, aclient_run, assert_clean
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs import events as ev

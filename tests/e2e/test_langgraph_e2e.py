@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from _node import aclient_run, assert_clean
-from _uvicorn_server import E2E, serving
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from support.node import aclient_run, assert_clean
+from support.servers import E2E, serving
 from test_adapter_langgraph import approval_graph, question
 
 import ambient_runs as ar

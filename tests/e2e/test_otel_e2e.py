@@ -12,12 +12,12 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from _node import aclient_run
-from _uvicorn_server import E2E, serving
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.node import aclient_run
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs.adapters.otel import AmbientRunsInstrumentor

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from _node import aclient_run, assert_clean
-from _uvicorn_server import E2E, serving
+from support.node import aclient_run, assert_clean
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs import events as ev

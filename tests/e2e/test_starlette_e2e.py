@@ -9,19 +9,19 @@ never sends.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
 import pytest
-from _node import aclient_run
-from _uvicorn_server import E2E, serving
 from fastapi import Depends, FastAPI, Request, Response
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request as StarletteRequest
 from starlette.routing import Route
+from support.node import aclient_run
+from support.servers import E2E, serving
+from support.sse import events_of
 
 import ambient_runs as ar
 from ambient_runs.adapters.starlette import AgentResponse, serve
@@ -29,15 +29,6 @@ from ambient_runs.adapters.starlette import AgentResponse, serve
 pytestmark = E2E
 
 BODY = {"threadId": "t", "runId": "r", "messages": []}
-
-
-def events_of(body: bytes) -> list[dict[str, Any]]:
-    """Return the events of an SSE body."""
-    return [
-        json.loads(b.removeprefix(b"data: "))
-        for b in body.split(b"\n\n")
-        if b.startswith(b"data: ")
-    ]
 
 
 def user(text: str) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The helpers of tests/ and tests/e2e are importable from here (no packages in tests/).
+# This folder's apps and server, and tests/support, are importable from here.
 _HERE = Path(__file__).resolve().parent
-for _path in (_HERE, _HERE.parent, _HERE.parent / "e2e"):
+for _path in (_HERE, _HERE.parent):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))

@@ -18,11 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+# This folder (the hostile suite's apps and server) and tests/ (the support package).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
 from _server import served
-from _wire_helpers import BODY, JSON
+from support.sse import BODY, JSON
 from test_limits import HOSTILE, warmed
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _uvicorn_server import serving
-from _wire_helpers import BODY, assert_one_terminal, events_of
+from support.servers import serving
+from support.sse import BODY, assert_one_terminal, events_of
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from _node import aclient_run, assert_clean
-from _uvicorn_server import serving
-from _wire_helpers import assert_one_terminal
+from support.node import aclient_run, assert_clean
+from support.servers import serving
+from support.sse import assert_one_terminal
 
 import ambient_runs as ar
 from ambient_runs import events as ev

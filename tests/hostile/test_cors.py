@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from _server import served
-from _uvicorn_server import serving
-from _wire_helpers import BODY, assert_one_terminal, events_of
+from support.servers import serving
+from support.sse import BODY, assert_one_terminal, events_of
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp

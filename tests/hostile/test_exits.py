@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from _server import served
-from _wire_helpers import BODY, assert_one_terminal, events_of
+from support.sse import BODY, assert_one_terminal, events_of
 
 import ambient_runs as ar
 from ambient_runs.testing import make_input

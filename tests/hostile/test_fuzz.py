@@ -42,9 +42,9 @@ from typing import Any
 import httpx
 import pytest
 from _apps import varied
-from _wire_helpers import assert_one_terminal, events_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.sse import assert_one_terminal, events_of
 
 from ambient_runs.asgi import AgentApp
 

@@ -7,7 +7,7 @@ import json
 
 import httpx
 from _server import Served, served
-from _wire_helpers import JSON, assert_one_terminal, events_of
+from support.sse import JSON, assert_one_terminal, events_of
 
 # 300,000 bad messages in 0.9 MB: 42 MB of 422 after 6-12 s on the loop, before.
 HOSTILE = json.dumps(

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
-from _uvicorn_server import serving
+from support.servers import serving
+from support.sse import events_of
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp, Headers, Request
 
 BODY = {"threadId": "t", "runId": "r", "messages": []}
-
-
-def events_of(body: bytes) -> list[dict[str, Any]]:
-    """Return the events of an SSE body."""
-    return [
-        json.loads(b.removeprefix(b"data: "))
-        for b in body.split(b"\n\n")
-        if b.startswith(b"data: ")
-    ]
 
 
 class TestRunRequest:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 from _server import served
-from _wire_helpers import BODY, assert_one_terminal, events_of
+from support.sse import BODY, assert_one_terminal, events_of
 
 
 class TestCustomRoute:

@@ -42,7 +42,7 @@ __all__ = [
     "node_available",
 ]
 
-NODE_DIR = Path(__file__).resolve().parent / "node"
+NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 """The npm project holding the harness scripts, package.json and package-lock.json."""
 
 _MIN_NODE_MAJOR = 18  # global fetch, ReadableStream, structuredClone

@@ -10,13 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from _node import ClientVerdict, client_verify
-
 import ambient_runs as ar
+from support.node import ClientVerdict, client_verify
 
 JsonDict = dict[str, Any]
 
-PROGRAMS = Path(__file__).resolve().parent / "adapter_programs.py"
+PROGRAMS = Path(__file__).resolve().parent.parent / "adapter_programs.py"
 
 _ENTITY_KEYS = ("messageId", "toolCallId")
 

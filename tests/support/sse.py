@@ -1,4 +1,4 @@
-"""What the hostile tests read from responses: SSE events, the one-terminal rule."""
+"""What tests read from SSE responses: events, frames with ids, the one-terminal rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import ambient_runs as ar
 from ambient_runs.testing import assert_valid
 
-__all__ = ["BODY", "JSON", "assert_one_terminal", "events_of"]
+__all__ = ["BODY", "JSON", "assert_one_terminal", "events_of", "frames_of"]
 
 BODY = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
 JSON = {"content-type": "application/json"}
@@ -27,3 +27,16 @@ def assert_one_terminal(events: list[dict[str, Any]]) -> None:
     assert 1 == sum(t in TERMINAL for t in types), types
     assert types[-1] in TERMINAL, types
     assert_valid([ar.from_wire(e) for e in events])
+
+
+def frames_of(body: bytes | str, *, comments: bool = False) -> list[tuple[int, dict[str, Any]]]:
+    """(id, event) per frame: an ``id:`` line, a ``data:`` line (and ``:`` lines if *comments*)."""
+    out = []
+    for block in (body.decode() if isinstance(body, bytes) else body).split("\n\n"):
+        lines = [x for x in block.split("\n") if x and not (comments and x.startswith(":"))]
+        if lines:
+            assert comments or 2 == len(lines), block
+            assert lines[0].startswith("id: "), block
+            assert lines[1].startswith("data: "), block
+            out.append((int(lines[0][4:]), json.loads(lines[1][6:])))
+    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["redis_server"]
 
-if str(ROOT := Path(__file__).resolve().parent.parent) not in sys.path:
+if str(ROOT := Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks._redis import redis_server as spawned
