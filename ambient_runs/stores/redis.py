@@ -174,6 +174,14 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """
 
+# KEYS: meta, events, lease, cancel. ARGV: owner.
+_DISCARD = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'last') ~= '0' then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return 1
+"""
+
 # KEYS: meta, cancel. ARGV: channel, run key, ttl.
 _CANCEL = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -230,6 +238,7 @@ class RedisStore:
         self._end_lost = self._redis.register_script(_END_LOST)
         self._renew = self._redis.register_script(_RENEW)
         self._cancel = self._redis.register_script(_CANCEL)
+        self._discard = self._redis.register_script(_DISCARD)
         self._cancel_waiters: dict[bytes, list[asyncio.Future[None]]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._subscribed: asyncio.Event | None = None
@@ -264,9 +273,20 @@ class RedisStore:
             raise _exists(thread_id, run_id)
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
-        """See `RunStore.append`: the batch is one stream entry."""
+        """
+        See `RunStore.append`: the batch is one stream entry.
+
+        *first* is taken for the protocol's sake but not checked yet: a retried
+        batch that landed is written again.
+        """
         _check_final(events, final)
         if not events:
             return (await self.info(thread_id, run_id)).last
@@ -370,6 +390,11 @@ class RedisStore:
         if done == -1:
             raise _not_found(thread_id, run_id)
         return done == 1
+
+    async def discard(self, thread_id: str, run_id: str, *, owner: str) -> bool:
+        """See `RunStore.discard`."""
+        keys = self._keys(thread_id, run_id)
+        return bool(await self._discard(keys=keys, args=[owner]))
 
     async def wait_cancel(self, thread_id: str, run_id: str) -> None:
         """See `RunStore.wait_cancel`."""
