@@ -172,6 +172,24 @@ class Detached:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
+    async def once(
+        self, call: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """
+        Call the store once; anything but a `StoreError` raises `StoreUnavailableError`.
+
+        So a client library's own error (a refused connection, a timeout) is
+        answered as the store being unavailable, while the fold's or the
+        transport's own errors outside store calls are not mistaken for it.
+        """
+        try:
+            return await call(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as error:
+            msg = f"the run store failed: {error!r}"
+            raise StoreUnavailableError(msg) from error
+
     # ------------------------------------------------------------ starting
 
     async def start(
@@ -195,10 +213,8 @@ class Detached:
             await events.aclose()
             await reject(send, 503, "run starting", [str(error)], _RETRY_AFTER, cors)
             return
-        except Exception as error:
+        except StoreUnavailableError as error:
             await events.aclose()
-            if not _unavailable(error):
-                raise
             _log.warning(
                 "run %r of thread %r: the run store failed to create it: %r", key[1], key[0], error
             )
@@ -219,20 +235,24 @@ class Detached:
         request this very moment or left by another worker's failed create,
         which that worker discards: the caller may retry soon (`_StartingError`).
         """
-        store = self.store
-        try:
+        store, once = self.store, self.once
+
+        async def create() -> None:
             await store.create(*key, input=input_json, owner=self.owner, lease=self.lease)
+
+        try:
+            await once(create)
         except RunExistsError:
             if key in self._runs:
                 raise
-            if key in self._uncertain and await store.discard(*key, owner=self.owner):
+            if key in self._uncertain and await once(store.discard, *key, owner=self.owner):
                 self._uncertain.pop(key).cancel()
-                await store.create(*key, input=input_json, owner=self.owner, lease=self.lease)
+                await once(create)
                 return
             try:
-                info = await store.info(*key)
+                info = await once(store.info, *key)
             except RunNotFoundError:  # it went away meanwhile: it was a leftover
-                await store.create(*key, input=input_json, owner=self.owner, lease=self.lease)
+                await once(create)
                 return
             if info.last == 0 and info.end is None:
                 msg = (
@@ -346,9 +366,7 @@ class Detached:
         except EventsLostError as error:
             await reject(send, 410, "events lost", [str(error)], cors=cors)
             return
-        except Exception as error:
-            if not _unavailable(error):
-                raise
+        except StoreUnavailableError as error:
             _log.warning(
                 "run %r of thread %r: the run store failed a read: %r", run_id, thread_id, error
             )
@@ -365,13 +383,11 @@ class Detached:
         reject: Reject,
     ) -> None:
         try:
-            asked = await self.store.request_cancel(thread_id, run_id)
+            asked = await self.once(self.store.request_cancel, thread_id, run_id)
         except RunNotFoundError as error:
             await reject(send, 404, "run not found", [str(error)], cors=cors)
             return
-        except Exception as error:
-            if not _unavailable(error):
-                raise
+        except StoreUnavailableError as error:
             _log.warning(
                 "run %r of thread %r: the run store failed a cancel: %r", run_id, thread_id, error
             )
@@ -399,7 +415,7 @@ class Detached:
         """Every entry after *after* as it stands now, and the log's end if it has one."""
         entries: list[Any] = []
         while True:
-            page = await self.store.read(*key, after, limit=_CATCH_UP)
+            page = await self.once(self.store.read, *key, after, limit=_CATCH_UP)
             entries.extend(page.entries)
             if not page.entries or (page.end is not None and page.entries[-1][0] >= page.end):
                 return entries, page.end
@@ -412,7 +428,7 @@ class Detached:
         return head, at, end is not None and at >= end
 
     async def _prelude(self, key: tuple[str, str]) -> tuple[bytes, int, bool]:
-        info = await self.store.info(*key)
+        info = await self.once(self.store.info, *key)
         entries, end = await self._read_all(key, 0)
         view = RunView(json.loads(info.input))
         for _, data in entries:
