@@ -67,6 +67,7 @@ from ambient_runs.stores import (
     RunStore,
     RunView,
     StoreError,
+    StoreFullError,
     StoreUnavailableError,
     worker_lost_event,
 )
@@ -497,9 +498,13 @@ class Detached:
             _log.warning("run %r of thread %r: its log is gone: %s", key[1], key[0], error)
             message = f"the run's events were lost by the run store ({error})"
             failed = ev.RunErrorEvent(message=message, code="events_lost")
-        except Exception as error:
-            _log.error("run %r of thread %r: following it failed", key[1], key[0], exc_info=error)
+        except StoreUnavailableError as error:
+            _log.warning("run %r of thread %r: a follower stopped: %s", key[1], key[0], error)
             failed = _store_unavailable(error)
+        except Exception as error:  # a bug: the client still gets a terminal event
+            _log.error("run %r of thread %r: following it failed", key[1], key[0], exc_info=error)
+            message = "following the run failed; the server's log has the details"
+            failed = ev.RunErrorEvent(message=message, code="internal_error")
         finally:
             if failed is not None:
                 await _body(send, sse.frame(encode_json(failed)))
@@ -743,10 +748,13 @@ class _Owned:
         Log the end of a run the store failed, once it answers again (for up to `_SETTLE` s).
 
         The batch that failed goes first, at the same place (a landed one is not
-        written twice); then the ``RUN_ERROR`` its followers got, unless the
-        batch held the run's own terminal event.
+        written twice), without its terminal event if it held one; then the
+        ``RUN_ERROR`` the followers got. If the whole batch had landed, the run
+        ended there and the ``RUN_ERROR`` is refused: the log keeps that end.
         """
         assert self.failure is not None
+        if final:  # its clients were told the run failed: the log says so too
+            batch, final = batch[:-1], False
         deadline = time.monotonic() + _SETTLE
         store = self.store
         delay = 0.1
@@ -755,9 +763,8 @@ class _Owned:
                 if batch:
                     first = await store.append(*self.key, batch, final=final, first=first) + 1
                     batch = []
-                if not final:
-                    error = encode_json(self.failure)
-                    await store.append(*self.key, [error], final=True, first=first)
+                error = encode_json(self.failure)
+                await store.append(*self.key, [error], final=True, first=first)
             except Exception as error:
                 if not _unavailable(error) or time.monotonic() + delay > deadline:
                     return  # ended elsewhere, lost, or still down: the lease tells the rest
@@ -913,7 +920,10 @@ def _store_unavailable(error: BaseException) -> ev.RunErrorEvent:
 async def _unavailable_answer(
     send: _Send, cors: Sequence[tuple[bytes, bytes]], reject: Reject, error: BaseException
 ) -> None:
-    detail = f"the run store is unavailable ({type(error).__name__}); retry shortly"
+    if isinstance(error, StoreFullError):
+        detail = str(error)  # our own words: what fills it, and the fix
+    else:  # a client library's message may name hosts: the log has it, the client does not
+        detail = f"the run store is unavailable ({type(error).__name__}); retry shortly"
     await reject(send, 503, "store unavailable", [detail], _RETRY_AFTER, cors)
 
 
