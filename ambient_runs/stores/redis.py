@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,8 @@ with needs_extra(
     import redis.asyncio as aioredis
 
 __all__ = ("RedisStore",)
+
+_log = logging.getLogger("ambient_runs")
 
 _LIVE_SLACK = 60.0  # seconds a live run's keys outlast its last append, besides retention
 _SCAN = 64  # stream entries (batches) per XRANGE inside the read script
@@ -406,7 +409,15 @@ class RedisStore:
             # Subscribed first, then checked: a request between the two is not missed.
             if await self._redis.exists(f"{base.decode()}:cancel"):
                 return
-            await waiter
+            listener = self._listener
+            assert listener is not None
+            # The subscription dies with its connection: say so, rather than wait forever
+            # for a message that cannot come (the next wait subscribes again).
+            await asyncio.wait((waiter, listener), return_when=asyncio.FIRST_COMPLETED)
+            if not waiter.done():
+                listener.result()
+                msg = "the cancel subscription ended"
+                raise ConnectionError(msg)
         finally:
             waiters = self._cancel_waiters.get(base, [])
             if waiter in waiters:
@@ -421,6 +432,7 @@ class RedisStore:
             self._listener = asyncio.create_task(
                 self._listen_loop(self._subscribed), name="ambient_runs RedisStore cancels"
             )
+            self._listener.add_done_callback(_listener_ended)
         assert self._subscribed is not None
         waiter = asyncio.ensure_future(self._subscribed.wait())
         await asyncio.wait((waiter, self._listener), return_when=asyncio.FIRST_COMPLETED)
@@ -452,6 +464,12 @@ class RedisStore:
             await asyncio.wait((listener,))
         if self._owns_client:
             await self._redis.aclose()
+
+
+def _listener_ended(task: asyncio.Task[None]) -> None:
+    """Log once why the cancel subscription ended (so its error is never left unretrieved)."""
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("RedisStore: the cancel subscription failed: %r", task.exception())
 
 
 def _ms(seconds: float) -> int:
