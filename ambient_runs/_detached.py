@@ -231,25 +231,32 @@ class Detached:
         """
         Create the run's log, once.
 
-        A run left by this worker's own failed create is discarded first. A run
-        that exists without a single event is either being started by another
-        request this very moment or left by another worker's failed create,
-        which that worker discards: the caller may retry soon (`_StartingError`).
+        What this worker's own failed create may have left is discarded first
+        (the background discard stopped, so that it cannot discard the new run).
+        A run that exists without a single event is either being started by
+        another request this very moment or left by another worker's failed
+        create, which that worker discards: the caller may retry soon
+        (`_StartingError`).
         """
         store, once = self.store, self.once
 
         async def create() -> None:
             await store.create(*key, input=input_json, owner=self.owner, lease=self.lease)
 
+        pending = self._uncertain.pop(key, None)
+        if pending is not None:
+            pending.cancel()
+            await asyncio.wait((pending,))
+            try:
+                await once(store.discard, *key, owner=self.owner)
+            except StoreUnavailableError:
+                self._discard_later(key)
+                raise
         try:
             await once(create)
         except RunExistsError:
             if key in self._runs:
                 raise
-            if key in self._uncertain and await once(store.discard, *key, owner=self.owner):
-                self._uncertain.pop(key).cancel()
-                await once(create)
-                return
             try:
                 info = await once(store.info, *key)
             except RunNotFoundError:  # it went away meanwhile: it was a leftover
@@ -263,9 +270,6 @@ class Detached:
                 )
                 raise _StartingError(msg) from None
             raise
-        pending = self._uncertain.pop(key, None)
-        if pending is not None:
-            pending.cancel()
 
     def _discard_later(self, key: tuple[str, str]) -> None:
         """Discard what a failed create may have left, once the store answers again."""
@@ -293,8 +297,10 @@ class Detached:
                 except Exception as error:
                     if not _unavailable(error):
                         raise
+                # Often enough that the store, once back, sees the discard before the
+                # run's lease lapses and a follower would end it as worker_lost.
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, self.lease / 3, 1.0)
         finally:
             if self._uncertain.get(key) is asyncio.current_task():
                 del self._uncertain[key]

@@ -198,6 +198,7 @@ async def test_kill_9_mid_run_then_restart(redis: Redis, caplog: pytest.LogCaptu
     assert fresh.status_code == 200
     assert lost.status_code == 404
     assert "never retrieved" not in caplog.text
+    print(f"\nthe owner's client got store_unavailable {owner_after:.2f} s after the kill")
 
 
 async def test_a_burst_of_1000_posts_on_one_worker_has_no_500(redis: Redis) -> None:
