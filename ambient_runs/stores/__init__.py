@@ -264,8 +264,10 @@ class RunStore(Protocol):
         Return up to *limit* entries after sequence number *after*, in order.
 
         With *wait*, and nothing after *after* yet, wait up to *wait* seconds
-        for more. Raises `RunNotFoundError`, or `EventsExpiredError` when the
-        entry right after *after* was trimmed.
+        for more. Raises `RunNotFoundError`, `EventsExpiredError` when the
+        entry right after *after* was trimmed by *max_events*, `EventsLostError`
+        when it is gone for another reason the store can tell, and
+        `StoreUnavailableError` when the store does not answer.
         """
 
     async def info(self, thread_id: str, run_id: str) -> RunInfo:
