@@ -394,9 +394,9 @@ class _MemoryRun:
     One run of a `MemoryStore`.
 
     The log is dense, so only the events are kept: ``data[i]`` is event
-    ``base + 1 + i``; the ones before *start* are trimmed (dropped from the
-    list in one go once they are half of it, so that trimming costs O(1) per
-    event and a read of *k* events O(k)).
+    ``base + 1 + i``; the ones before *start* are trimmed (released at once,
+    their list slots dropped in one go once they are half of it, so that
+    trimming costs O(1) per event and a read of *k* events O(k)).
     """
 
     __slots__ = (
@@ -445,6 +445,7 @@ class _MemoryRun:
             return 0
         stop = self.start + drop
         freed = sum(map(len, data[self.start : stop])) + drop * _ENTRY_OVERHEAD
+        data[self.start : stop] = [b""] * drop  # let the bytes go now; the slots go below
         self.start = stop
         if stop > 4096 and stop * 2 > len(data):
             del data[:stop]
