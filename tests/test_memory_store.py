@@ -187,3 +187,15 @@ async def test_300_posts_with_1_mb_inputs_stay_within_the_bound() -> None:
     assert len(store._runs) < 300  # the oldest ended runs were evicted
     assert grown < bound + 8 * MiB
     print(f"\nheld at most {max(sizes) / MiB:.1f} MiB, grew {grown / MiB:.1f} MiB")
+
+
+async def test_a_retry_never_takes_the_worker_lost_event_for_its_own() -> None:
+    """A follower ended the run lost at the owner's next place: the owner's retry is refused."""
+    store = MemoryStore()
+    await store.create("t", "r", input=b"{}", owner="w", lease=1e-9)  # lapsed at once
+    await store.append("t", "r", events(2), first=1)
+    assert await store.end_lost("t", "r", b'{"type":"RUN_ERROR","message":"lost"}')
+
+    with pytest.raises(RunEndedError):
+        await store.append("t", "r", events(1), first=3)
+    assert await store.append("t", "r", events(2), first=1) == 2  # its own batch, landed

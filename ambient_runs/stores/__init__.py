@@ -410,6 +410,7 @@ class _MemoryRun:
         "input",
         "last",
         "lease",
+        "lost",
         "owner",
         "size",
         "start",
@@ -426,6 +427,7 @@ class _MemoryRun:
         self.start = 0
         self.last = 0
         self.end: int | None = None
+        self.lost = False  # ended by end_lost: its last event is not the owner's
         self.expires: float | None = None
         self.cancel = False
         self.cancel_waiters: list[asyncio.Future[None]] = []
@@ -619,7 +621,9 @@ class MemoryStore:
                     f"{thread_id!r} has {run.last} events"
                 )
                 raise ValueError(msg)
-            landed = run.last + 1 - first
+            # The owner's own events: a run ended lost holds one more, not the owner's.
+            written = run.last - 1 if run.lost else run.last
+            landed = written + 1 - first
             if landed >= len(events) and events:
                 return first + len(events) - 1  # a retry of a batch already written
             events = events[landed:]
@@ -699,6 +703,7 @@ class MemoryStore:
         if run.end is not None or time.monotonic() < run.deadline:
             return False
         await self.append(thread_id, run_id, [event], final=True)
+        run.lost = True
         return True
 
     async def request_cancel(self, thread_id: str, run_id: str) -> bool:
