@@ -199,3 +199,25 @@ async def test_a_retry_never_takes_the_worker_lost_event_for_its_own() -> None:
     with pytest.raises(RunEndedError):
         await store.append("t", "r", events(1), first=3)
     assert await store.append("t", "r", events(2), first=1) == 2  # its own batch, landed
+
+
+async def test_redis_discards_only_the_owners_run_without_events(redis_url: str) -> None:
+    """RedisStore.discard: the same contract as MemoryStore's, against a real Redis."""
+    import uuid
+
+    from ambient_runs.stores.redis import RedisStore
+
+    store = RedisStore(redis_url, prefix=f"discard-{uuid.uuid4().hex}:")
+    try:
+        for run in ("empty", "started"):
+            await store.create("t", run, input=b"{}", owner="me", lease=10)
+        await store.append("t", "started", events(1))
+
+        assert not await store.discard("t", "empty", owner="them")
+        assert not await store.discard("t", "started", owner="me")
+        assert await store.discard("t", "empty", owner="me")
+        with pytest.raises(RunNotFoundError):
+            await store.info("t", "empty")
+        await store.create("t", "empty", input=b"{}", owner="me", lease=10)  # free again
+    finally:
+        await store.aclose()
