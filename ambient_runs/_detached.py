@@ -26,6 +26,18 @@ so resuming from any of them continues right after the prelude.
 The owner renews a lease in the store every third of *lease*; if it dies,
 followers end the run with ``RUN_ERROR`` code ``worker_lost`` once the lease
 has lapsed (`ambient_runs.stores.follow`).
+
+Store failures are named, never hidden. Any exception of a store call that is
+not a `StoreError` counts as the store being unavailable, like
+`StoreUnavailableError` itself. Before a stream starts (a POST's create, a
+join's or resume's reads, a cancel) that is a JSON 503 with ``Retry-After``.
+Once streaming, store calls are retried for up to *lease* seconds (the time
+after which the run counts as lost anyway), then the stream ends with
+``RUN_ERROR`` code ``store_unavailable``; the owner then stops the agent. A
+run whose log vanished while it was going (the store restarted empty, was
+flushed, or evicted it) ends with code ``events_lost``; only events trimmed by
+the log's size bound are ``events_expired``. A POST whose create failed leaves
+nothing behind: the run is discarded once the store answers again.
 """
 
 from __future__ import annotations
@@ -39,8 +51,8 @@ import socket
 import time
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping, Sequence
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 from ambient_runs import events as ev
 from ambient_runs import sse
@@ -48,12 +60,16 @@ from ambient_runs._stream import EventStream
 from ambient_runs._wire import encode_json, from_wire
 from ambient_runs.stores import (
     EventsExpiredError,
+    EventsLostError,
     RunEndedError,
     RunExistsError,
     RunNotFoundError,
     RunStore,
     RunView,
-    _tail,
+    StoreError,
+    StoreFullError,
+    StoreUnavailableError,
+    worker_lost_event,
 )
 
 __all__ = ("Detached",)
@@ -70,6 +86,11 @@ _TERMINAL = (ev.RunFinishedEvent, ev.RunErrorEvent)
 _HIGH_WATER = 4096  # events waiting for the store before the agent's drain() waits
 _CATCH_UP = 5000  # entries per read while replaying
 _KEEP = 65_536  # acknowledged frames the owner keeps for its own followers
+_RETRY_AFTER = [(b"retry-after", b"1")]  # seconds a client waits before retrying after a 503
+_SETTLE = 300.0  # seconds a failed run keeps trying to log its end once the store is back
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 _STREAM_HEADERS = [
     (b"content-type", sse.CONTENT_TYPE.encode()),
@@ -97,7 +118,8 @@ class Detached:
 
     Args:
         store: Where the runs' logs live.
-        lease: Seconds the owner's lease lasts; renewed every third of it.
+        lease: Seconds the owner's lease lasts; renewed every third of it. Also
+            how long a stream retries a store that does not answer.
         keep_alive: Seconds of silence before a follower gets a keep-alive comment.
     """
 
@@ -110,9 +132,64 @@ class Detached:
         self.keep_alive = keep_alive
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._runs: dict[tuple[str, str], _Owned] = {}
+        # Runs whose create failed without saying whether it landed: discarded in the
+        # background once the store answers (a retry of the POST discards it at once).
+        self._uncertain: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
         return f"<Detached {len(self._runs)} runs owned by {self.owner} on {self.store!r}>"
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], key: tuple[str, str], what: str) -> None:
+        """Run *coro* in the background; a failure is logged once, naming the run."""
+        task = asyncio.get_running_loop().create_task(
+            coro, name=f"ambient_runs detached {key[1]} {what}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda done: _report(done, key, what))
+
+    async def patiently(
+        self, call: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """
+        Call the store, retrying while it does not answer, for up to *lease* seconds.
+
+        Raises:
+            StoreUnavailableError: It still did not answer (any exception that
+                is not a `StoreError` counts as not answering).
+        """
+        deadline = time.monotonic() + self.lease
+        delay = 0.05
+        while True:
+            try:
+                return await call(*args, **kwargs)
+            except Exception as error:
+                if not _unavailable(error):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    msg = f"the run store did not answer for {self.lease:g} s ({error!r})"
+                    raise StoreUnavailableError(msg) from error
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def once(
+        self, call: Callable[_P, Awaitable[_T]], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """
+        Call the store once; anything but a `StoreError` raises `StoreUnavailableError`.
+
+        So a client library's own error (a refused connection, a timeout) is
+        answered as the store being unavailable, while the fold's or the
+        transport's own errors outside store calls are not mistaken for it.
+        """
+        try:
+            return await call(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as error:
+            msg = f"the run store failed: {error!r}"
+            raise StoreUnavailableError(msg) from error
 
     # ------------------------------------------------------------ starting
 
@@ -127,17 +204,106 @@ class Detached:
         """Open the run's log, start the agent detached, and follow it for this client."""
         run = events.run
         key = (run.thread_id, run.run_id)
-        input_json = encode_json(run.input)
         try:
-            await self.store.create(*key, input=input_json, owner=self.owner, lease=self.lease)
+            await self._create(key, encode_json(run.input))
         except RunExistsError as error:
             await events.aclose()
             await reject(send, 409, "run exists", [str(error)], cors=cors)
+            return
+        except _StartingError as error:
+            await events.aclose()
+            await reject(send, 503, "run starting", [str(error)], _RETRY_AFTER, cors)
+            return
+        except StoreUnavailableError as error:
+            await events.aclose()
+            _log.warning(
+                "run %r of thread %r: the run store failed to create it: %r", key[1], key[0], error
+            )
+            self._discard_later(key)
+            await _unavailable_answer(send, cors, reject, error)
             return
         owned = _Owned(self, events)
         self._runs[key] = owned
         owned.start()
         await self._serve(key, 0, b"", False, receive, send, cors)
+
+    async def _create(self, key: tuple[str, str], input_json: bytes) -> None:
+        """
+        Create the run's log, once.
+
+        What this worker's own failed create may have left is discarded first
+        (the background discard stopped, so that it cannot discard the new run).
+        A run that exists without a single event is either being started by
+        another request this very moment or left by another worker's failed
+        create, which that worker discards: the caller may retry soon
+        (`_StartingError`).
+        """
+        store, once = self.store, self.once
+
+        async def create() -> None:
+            await store.create(*key, input=input_json, owner=self.owner, lease=self.lease)
+
+        pending = self._uncertain.pop(key, None)
+        if pending is not None:
+            pending.cancel()
+            await asyncio.wait((pending,))
+            try:
+                await once(store.discard, *key, owner=self.owner)
+            except StoreUnavailableError:
+                self._discard_later(key)
+                raise
+        try:
+            await once(create)
+        except RunExistsError:
+            if key in self._runs:
+                raise
+            try:
+                info = await once(store.info, *key)
+            except RunNotFoundError:  # it went away meanwhile: it was a leftover
+                await once(create)
+                return
+            if info.last == 0 and info.end is None:
+                msg = (
+                    f"run {key[1]!r} of thread {key[0]!r} exists but has not started: another "
+                    "request is starting it, or it is left from a failed request and about "
+                    "to be discarded; retry shortly"
+                )
+                raise _StartingError(msg) from None
+            raise
+
+    def _discard_later(self, key: tuple[str, str]) -> None:
+        """Discard what a failed create may have left, once the store answers again."""
+        if key in self._uncertain:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._discard(key), name=f"ambient_runs detached {key[1]} discard"
+        )
+        self._uncertain[key] = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda done: _report(done, key, "discard"))
+
+    async def _discard(self, key: tuple[str, str]) -> None:
+        deadline = time.monotonic() + self.store.retention + self.lease
+        delay = 0.1
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    if await self.store.discard(*key, owner=self.owner):
+                        _log.info(
+                            "run %r of thread %r: discarded after its failed create", *key[::-1]
+                        )
+                    return
+                except Exception as error:
+                    if not _unavailable(error):
+                        raise
+                # Often enough that the store, once back, sees the discard before the
+                # run's lease lapses and a follower would end it as worker_lost.
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.lease / 3, 1.0)
+        finally:
+            if self._uncertain.get(key) is asyncio.current_task():
+                del self._uncertain[key]
 
     async def aclose(self) -> None:
         """Cancel every run this worker owns and wait until each is logged to its end."""
@@ -145,6 +311,10 @@ class Detached:
         for run in owned:
             run.cancel()
         await asyncio.gather(*(run.done for run in owned), return_exceptions=True)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # ------------------------------------------------------------ routes
 
@@ -201,6 +371,15 @@ class Detached:
         except EventsExpiredError as error:
             await reject(send, 410, "events expired", [str(error)], cors=cors)
             return
+        except EventsLostError as error:
+            await reject(send, 410, "events lost", [str(error)], cors=cors)
+            return
+        except StoreUnavailableError as error:
+            _log.warning(
+                "run %r of thread %r: the run store failed a read: %r", run_id, thread_id, error
+            )
+            await _unavailable_answer(send, cors, reject, error)
+            return
         await self._serve(key, cursor_at, head, ended, receive, send, cors)
 
     async def _cancel(
@@ -212,9 +391,15 @@ class Detached:
         reject: Reject,
     ) -> None:
         try:
-            asked = await self.store.request_cancel(thread_id, run_id)
+            asked = await self.once(self.store.request_cancel, thread_id, run_id)
         except RunNotFoundError as error:
             await reject(send, 404, "run not found", [str(error)], cors=cors)
+            return
+        except StoreUnavailableError as error:
+            _log.warning(
+                "run %r of thread %r: the run store failed a cancel: %r", run_id, thread_id, error
+            )
+            await _unavailable_answer(send, cors, reject, error)
             return
         if not asked:
             detail = f"run {run_id!r} has already ended; there is nothing to cancel"
@@ -238,7 +423,7 @@ class Detached:
         """Every entry after *after* as it stands now, and the log's end if it has one."""
         entries: list[Any] = []
         while True:
-            page = await self.store.read(*key, after, limit=_CATCH_UP)
+            page = await self.once(self.store.read, *key, after, limit=_CATCH_UP)
             entries.extend(page.entries)
             if not page.entries or (page.end is not None and page.entries[-1][0] >= page.end):
                 return entries, page.end
@@ -251,7 +436,7 @@ class Detached:
         return head, at, end is not None and at >= end
 
     async def _prelude(self, key: tuple[str, str]) -> tuple[bytes, int, bool]:
-        info = await self.store.info(*key)
+        info = await self.once(self.store.info, *key)
         entries, end = await self._read_all(key, 0)
         view = RunView(json.loads(info.input))
         for _, data in entries:
@@ -294,20 +479,42 @@ class Detached:
                 task.result()
 
     async def _pump(self, key: tuple[str, str], after: int, send: _Send) -> None:
-        """Send the log after *after* to its end: from memory while this worker owns the run."""
-        owned = self._runs.get(key)
+        """
+        Send the log after *after* to its end: from memory while this worker owns the run.
+
+        However it ends, short of the client leaving, the stream's last event
+        is a terminal one: the run's own, or a ``RUN_ERROR`` naming the failure.
+        """
+        failed: ev.RunErrorEvent | None = None
         try:
+            owned = self._runs.get(key)
             if owned is not None:
                 at = await self._pump_owned(owned, after, send)
                 if at is None:
                     return
+                if owned.failure is not None:
+                    failed = owned.failure
+                    return
                 after = at  # the store refused the owner: what it holds now decides
             await self._pump_store(key, after, send)
-        except (RunNotFoundError, EventsExpiredError) as error:
-            # The log went away under us (retention, trimming): say so in the stream.
+        except EventsExpiredError as error:
+            # Trimmed by the log's size bound while this client read slowly.
             failed = ev.RunErrorEvent(message=str(error), code="events_expired")
-            await _body(send, sse.frame(encode_json(failed)))
+        except (EventsLostError, RunNotFoundError) as error:
+            # The log went away while the run was followed: the store lost it.
+            _log.warning("run %r of thread %r: its log is gone: %s", key[1], key[0], error)
+            message = f"the run's events were lost by the run store ({error})"
+            failed = ev.RunErrorEvent(message=message, code="events_lost")
+        except StoreUnavailableError as error:
+            _log.warning("run %r of thread %r: a follower stopped: %s", key[1], key[0], error)
+            failed = _store_unavailable(error)
+        except Exception as error:  # a bug: the client still gets a terminal event
+            _log.error("run %r of thread %r: following it failed", key[1], key[0], exc_info=error)
+            message = "following the run failed; the server's log has the details"
+            failed = ev.RunErrorEvent(message=message, code="internal_error")
         finally:
+            if failed is not None:
+                await _body(send, sse.frame(encode_json(failed)))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _pump_owned(self, owned: _Owned, after: int, send: _Send) -> int | None:
@@ -316,14 +523,17 @@ class Detached:
 
         A follower further behind than the frames kept catches up from the store
         first. If the store refused the owner's append (another worker declared
-        it lost), return the position reached: the rest is in the store.
+        it lost), or failed it (see `_Owned.failure`), return the position
+        reached.
         """
         keep_alive = self.keep_alive
         while True:
             news = owned.news
             if after < owned.acked:
                 if after < owned.base:
-                    page = await self.store.read(*owned.key, after, limit=_CATCH_UP)
+                    page = await self.patiently(
+                        self.store.read, *owned.key, after, limit=_CATCH_UP
+                    )
                     if page.entries:
                         await _body(send, sse._numbered(page.entries))
                         after = page.entries[-1][0]
@@ -336,24 +546,39 @@ class Detached:
                 continue
             if owned.end is not None and after >= owned.end:
                 return None
-            if owned.broken:
+            if owned.broken or owned.failure is not None:
                 return after
             done, _ = await asyncio.wait((news,), timeout=keep_alive)
             if not done:
                 await _body(send, sse.KEEP_ALIVE)
 
     async def _pump_store(self, key: tuple[str, str], after: int, send: _Send) -> None:
-        """Follow a run in the store (another worker's, or ended), to its terminal event."""
+        """
+        Follow a run in the store (another worker's, or ended), to its terminal event.
+
+        While nothing arrives, the owner's lease is checked every poll; a run
+        whose owner's lease lapsed is ended ``worker_lost`` (as
+        `ambient_runs.stores.follow` does).
+        """
+        store = self.store
         keep_alive = self.keep_alive
         poll = min(1.0, self.lease / 3, keep_alive or 1.0)
         quiet_since = time.monotonic()
-        async for entries in _tail(self.store, *key, after, poll=poll):
-            if entries:
-                await _body(send, sse._numbered(entries))
+        while True:
+            page = await self.patiently(store.read, *key, after, limit=_CATCH_UP, wait=poll)
+            if page.entries:
+                await _body(send, sse._numbered(page.entries))
+                after = page.entries[-1][0]
                 quiet_since = time.monotonic()
             elif keep_alive is not None and time.monotonic() - quiet_since >= keep_alive:
                 await _body(send, sse.KEEP_ALIVE)
                 quiet_since = time.monotonic()
+            if page.end is not None and after >= page.end:
+                return
+            if not page.entries:
+                info = await self.patiently(store.info, *key)
+                if info.end is None and not info.lease_alive:
+                    await self.patiently(store.end_lost, *key, worker_lost_event(info.lease))
 
 
 class _Owned:
@@ -364,6 +589,10 @@ class _Owned:
     own followers: ``frames[i]`` is the frame of event ``base + i + 1``, up to
     *acked*; at most about `_KEEP` of them (older ones are dropped, a follower
     that far behind reads the store). *news* resolves at each acknowledgement.
+
+    If the store fails the run (it does not answer for a whole lease, or lost the
+    run's log), *failure* is the ``RUN_ERROR`` its followers end with; the agent
+    is stopped, and the end is logged once the store answers again.
     """
 
     def __init__(self, detached: Detached, events: EventStream) -> None:
@@ -386,25 +615,42 @@ class _Owned:
         self.acked = 0
         self.end: int | None = None  # the terminal event's number, once acknowledged
         self.broken = False  # the store refused an append: followers read the store
+        self.failure: ev.RunErrorEvent | None = None
         self.news: asyncio.Future[None] = self.loop.create_future()
         # The log takes the stream's items as they come, finished frames included
         # (the byte path: a tap would turn it off and make every delta an object).
         sse._as_frames(events)
 
     def start(self) -> None:
-        name = f"ambient_runs detached {self.key[1]}"
-        self.driver = self.loop.create_task(self._drive(), name=name)
+        self.driver = self._spawn(self._drive(), "agent")
         self.tasks = [
             self.driver,
-            self.loop.create_task(self._write(), name=f"{name} log"),
-            self.loop.create_task(self._renew(), name=f"{name} lease"),
-            self.loop.create_task(self._watch_cancel(), name=f"{name} cancel"),
+            self._spawn(self._write(), "log"),
+            self._spawn(self._renew(), "lease"),
+            self._spawn(self._watch_cancel(), "cancel"),
         ]
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
+        key = self.key
+        task = self.loop.create_task(coro, name=f"ambient_runs detached {key[1]} {what}")
+        task.add_done_callback(lambda done: _report(done, key, what))
+        return task
 
     def cancel(self) -> None:
         driver = self.driver
         if driver is not None and not driver.done():
             driver.cancel()
+
+    def fail(self, code: str, message: str) -> None:
+        """End the run for its followers with ``RUN_ERROR`` *code*, and stop the agent."""
+        if self.failure is not None or self.end is not None:
+            return
+        _log.error("run %r of thread %r: %s (%s)", self.key[1], self.key[0], message, code)
+        self.failure = ev.RunErrorEvent(message=message, code=code)
+        self.room.set()
+        self.wake.set()  # the writer stops
+        self.cancel()
+        self._announce()
 
     # -------------------------------------------------------- the agent's side
 
@@ -412,7 +658,7 @@ class _Owned:
         """
         Queue the stream's *items* for the store, as JSON; nothing after the terminal event.
 
-        A frame of the byte path is ``data: <json>\n\n`` (`sse.encode`'s bytes),
+        A frame of the byte path is ``data: <json>\\n\\n`` (`sse.encode`'s bytes),
         so its JSON is the frame without its framing; an event is encoded. On the
         loop's thread, where the writer takes the queue too.
         """
@@ -467,29 +713,72 @@ class _Owned:
     async def _write(self) -> None:
         """Append what the run emitted, one batch per round trip, until the terminal event."""
         key = self.key
+        batch: list[bytes] = []
+        final = False
         try:
             while True:
                 await self.wake.wait()
                 self.wake.clear()
+                if self.failure is not None:
+                    break
                 batch, self.pending = self.pending, []  # both sides on the loop's thread
                 final = self.final
                 if not batch:
                     continue
-                last = await self._append(batch, final)
+                last = await self._append(batch, final, self.acked + 1)
                 self._acknowledged(batch, last, final)
+                batch = []
                 if len(self.pending) <= _HIGH_WATER // 2:
                     self.room.set()
                 if final:
                     return
-        except (RunEndedError, RunNotFoundError) as error:
-            # A follower declared this worker lost (its lease lapsed), or the log was
-            # deleted: the run is over for everyone else, so stop it here too.
-            _log.warning("detached run %r stopped: %s", key[1], error)
+        except RunEndedError as error:
+            # A follower declared this worker lost (its lease lapsed): the run is over
+            # for everyone else, so stop it here too; followers read its end from the store.
+            _log.warning("run %r of thread %r: stopped: %s", key[1], key[0], error)
             self.broken = True
             self.room.set()
             self.cancel()
+        except (RunNotFoundError, EventsLostError) as error:
+            self.fail("events_lost", f"the run store lost the run's log ({error})")
+        except StoreUnavailableError as error:
+            self.fail("store_unavailable", _unavailable_message(error))
         finally:
+            failure = self.failure
+            if failure is not None and failure.code == "store_unavailable":
+                settle = self._settle(self.acked + 1, batch, final)
+                self.detached.spawn(settle, key, "settle")
             self._finished()
+
+    async def _settle(self, first: int, batch: list[bytes], final: bool) -> None:
+        """
+        Log the end of a run the store failed, once it answers again (for up to `_SETTLE` s).
+
+        The batch that failed goes first, at the same place (a landed one is not
+        written twice), without its terminal event if it held one; then the
+        ``RUN_ERROR`` the followers got. If the whole batch had landed, the run
+        ended there and the ``RUN_ERROR`` is refused: the log keeps that end.
+        """
+        assert self.failure is not None
+        if final:  # its clients were told the run failed: the log says so too
+            batch, final = batch[:-1], False
+        deadline = time.monotonic() + _SETTLE
+        store = self.store
+        delay = 0.1
+        while True:
+            try:
+                if batch:
+                    first = await store.append(*self.key, batch, final=final, first=first) + 1
+                    batch = []
+                error = encode_json(self.failure)
+                await store.append(*self.key, [error], final=True, first=first)
+            except Exception as error:
+                if not _unavailable(error) or time.monotonic() + delay > deadline:
+                    return  # ended elsewhere, lost, or still down: the lease tells the rest
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            return
 
     def _acknowledged(self, batch: list[bytes], last: int, final: bool) -> None:
         """The store holds *batch*, ending at *last*: keep its frames, wake the followers."""
@@ -513,17 +802,37 @@ class _Owned:
         news, self.news = self.news, self.loop.create_future()
         news.set_result(None)
 
-    async def _append(self, batch: list[bytes], final: bool) -> int:
+    async def _append(self, batch: list[bytes], final: bool, first: int) -> int:
+        """
+        Append *batch* at *first*, retrying while the store does not answer, for a lease.
+
+        Every retry passes the same *first*: a batch that landed although its
+        append failed is not written again.
+        """
+        deadline = time.monotonic() + self.detached.lease
         delay = 0.05
+        warned = False
         while True:
             try:
-                return await self.store.append(*self.key, batch, final=final)
-            except (RunEndedError, RunNotFoundError):
-                raise
-            except Exception as error:  # the store is unreachable: retry, the lease decides
-                _log.warning("appending to run %r failed, retrying: %r", self.key[1], error)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                return await self.store.append(*self.key, batch, final=final, first=first)
+            except Exception as error:
+                if not _unavailable(error):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    lease = self.detached.lease
+                    msg = f"the run store did not answer for {lease:g} s ({error!r})"
+                    raise StoreUnavailableError(msg) from error
+                if not warned:
+                    warned = True
+                    _log.warning(
+                        "run %r of thread %r: appending failed, retrying for %g s: %r",
+                        self.key[1],
+                        self.key[0],
+                        self.detached.lease,
+                        error,
+                    )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     def _finished(self) -> None:
         self.detached._runs.pop(self.key, None)
@@ -537,30 +846,101 @@ class _Owned:
             self.done.set_result(None)
 
     async def _renew(self) -> None:
+        """Renew the lease; a store that does not answer for a whole lease fails the run."""
         lease = self.detached.lease
+        failing_since: float | None = None
         while True:
             await asyncio.sleep(lease / 3)
             try:
                 held = await self.store.renew(*self.key, owner=self.detached.owner, lease=lease)
-            except Exception as error:  # unreachable for now: the next renewal may make it
-                _log.warning("renewing the lease of run %r failed: %r", self.key[1], error)
+            except Exception as error:
+                if not _unavailable(error):
+                    return  # gone from the store: the writer finds out and says so
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    _log.warning(
+                        "run %r of thread %r: renewing its lease failed: %r",
+                        self.key[1],
+                        self.key[0],
+                        error,
+                    )
+                elif now - failing_since >= lease:
+                    self.fail("store_unavailable", _unavailable_message(error))
+                    return
                 continue
+            failing_since = None
             if not held:
                 return
 
     async def _watch_cancel(self) -> None:
+        failing = False
         while True:
             try:
                 await self.store.wait_cancel(*self.key)
-            except (RunNotFoundError, asyncio.CancelledError):
-                raise
+            except (RunNotFoundError, EventsLostError):
+                return  # gone from the store: the writer finds out and says so
             except Exception as error:
-                _log.warning("watching run %r for cancels failed: %r", self.key[1], error)
+                if not _unavailable(error):
+                    raise
+                if not failing:
+                    failing = True
+                    _log.warning(
+                        "run %r of thread %r: watching for cancels failed: %r",
+                        self.key[1],
+                        self.key[0],
+                        error,
+                    )
                 await asyncio.sleep(min(1.0, self.detached.lease / 3))
                 continue
-            _log.info("run %r cancelled on request", self.key[1])
+            _log.info("run %r of thread %r: cancelled on request", self.key[1], self.key[0])
             self.cancel()
             return
+
+
+class _StartingError(Exception):
+    """A POST found its run id taken by a run that has not started (see `Detached._create`)."""
+
+
+def _unavailable(error: BaseException) -> bool:
+    """
+    Whether a store call's *error* means the store did not answer.
+
+    `StoreUnavailableError` does; so does anything that is not a `StoreError`
+    (a client library's own connection or timeout error, a bug): a store that
+    answers says what is wrong with a `StoreError`.
+    """
+    return isinstance(error, Exception) and (
+        isinstance(error, StoreUnavailableError) or not isinstance(error, StoreError)
+    )
+
+
+def _unavailable_message(error: BaseException) -> str:
+    return f"the run store is unavailable ({error}); the run was stopped, start it again"
+
+
+def _store_unavailable(error: BaseException) -> ev.RunErrorEvent:
+    message = f"the run store is unavailable ({error}); resume or join the run again later"
+    return ev.RunErrorEvent(message=message, code="store_unavailable")
+
+
+async def _unavailable_answer(
+    send: _Send, cors: Sequence[tuple[bytes, bytes]], reject: Reject, error: BaseException
+) -> None:
+    if isinstance(error, StoreFullError):
+        detail = str(error)  # our own words: what fills it, and the fix
+    else:  # a client library's message may name hosts: the log has it, the client does not
+        detail = f"the run store is unavailable ({type(error).__name__}); retry shortly"
+    await reject(send, 503, "store unavailable", [detail], _RETRY_AFTER, cors)
+
+
+def _report(task: asyncio.Task[Any], key: tuple[str, str], what: str) -> None:
+    """Log a background task's failure once, naming its run (it is retrieved here)."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        _log.error("run %r of thread %r: its %s task failed", key[1], key[0], what, exc_info=error)
 
 
 def _encode(event: dict[str, Any]) -> bytes:

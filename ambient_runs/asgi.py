@@ -280,7 +280,11 @@ class AgentApp:
             default): a disconnect cancels the run, as before.
         lease: With *store*, the seconds this worker's lease on a run lasts
             (renewed every third of it); when a worker dies, its runs end with
-            ``RUN_ERROR`` code ``worker_lost`` this long after.
+            ``RUN_ERROR`` code ``worker_lost`` this long after. A store that
+            does not answer is retried this long too; then a request not yet
+            streaming gets a JSON 503 with ``Retry-After``, and a stream ends
+            with ``RUN_ERROR`` code ``store_unavailable`` (``events_lost`` when
+            the store lost the run's log).
         threads: A `ambient_runs.conversations.ThreadStore` (`MemoryThreadStore`,
             or your own) holding each thread's conversation between runs: the
             thread is loaded before each run and what the client sent merged

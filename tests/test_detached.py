@@ -25,9 +25,15 @@ class CountingStore(MemoryStore):
         self.appended = asyncio.Condition()
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
-        last = await super().append(thread_id, run_id, events, final=final)
+        last = await super().append(thread_id, run_id, events, final=final, first=first)
         async with self.appended:
             self.appended.notify_all()
         return last

@@ -172,3 +172,113 @@ def test_a_snapshot_drops_the_activity_types_it_is_authoritative_for(
         view.apply(to_wire(event))
     assert [m["id"] for m in view.messages] == [*kept, "u1"]
     assert view.messages == [to_wire(m) for m in run.messages]
+
+
+class TestDeepState:
+    """Issue 31: a state nested 500 deep made every join of its run a 500 (RecursionError)."""
+
+    @staticmethod
+    def nested(depth: int, leaf: Any = 1) -> Any:
+        value = leaf
+        for _ in range(depth):
+            value = {"a": value}
+        return value
+
+    @staticmethod
+    def depth(value: Any) -> int:
+        n = 0
+        while isinstance(value, dict):
+            value, n = value["a"], n + 1
+        return n
+
+    async def test_a_join_of_a_run_with_state_500_deep_answers_it(self) -> None:
+        """Snapshot, delta and input state 500 deep: the join's prelude carries the state."""
+        from test_detached_failures import request
+
+        from ambient_runs.asgi import AgentApp
+        from ambient_runs.stores import MemoryStore
+
+        async def agent(run: ar.Run) -> None:
+            run.set_state({"deep": self.nested(500)})
+            # A delta carrying a deep value (the agent's own differ stops short of this depth).
+            more = [ev.AddOperation(path="/more", value=self.nested(500, 2))]
+            ar.emit(ev.StateDeltaEvent(delta=more))
+            ar.say("done")
+
+        app = AgentApp(agent, store=MemoryStore())
+        payload = {"threadId": "t", "runId": "r", "messages": [], "state": self.nested(500)}
+        posted = await request(app, "POST", "/", payload)
+        joined = await request(app, "GET", "/threads/t/runs/r")
+
+        assert posted.status == 200
+        assert any(e["type"] == "STATE_DELTA" for e in posted.events())
+        assert joined.status == 200
+        snapshot = next(e for e in joined.events() if e["type"] == "STATE_SNAPSHOT")
+        assert self.depth(snapshot["snapshot"]["deep"]) == 500
+        assert self.depth(snapshot["snapshot"]["more"]) == 500
+        assert joined.events()[-1]["type"] == "RUN_FINISHED"
+
+    async def test_state_10000_deep_is_refused_up_front_and_never_joins_as_a_500(self) -> None:
+        """Deeper than the JSON parser takes: the POST is a 400, a join a 404."""
+        from test_detached_failures import request
+
+        from ambient_runs.asgi import AgentApp
+        from ambient_runs.stores import MemoryStore
+
+        async def agent(run: ar.Run) -> None:
+            ar.say("never")
+
+        app = AgentApp(agent, store=MemoryStore(), max_body=10**6)
+        payload = {"threadId": "t", "runId": "r", "messages": [], "state": self.nested(10_000)}
+        with pytest.raises(RecursionError):  # the test's own json.dumps cannot write it
+            await request(app, "POST", "/", payload)
+        raw = '{"a":' * 10_000 + "1" + "}" * 10_000
+        body = '{"threadId":"t","runId":"r","messages":[],"state":' + raw + "}"
+        posted = await _raw_post(app, body.encode())
+        joined = await request(app, "GET", "/threads/t/runs/r")
+
+        assert posted == 400
+        assert joined.status == 404
+
+    def test_the_fold_alone_takes_any_depth_the_parser_lets_in(self) -> None:
+        """RunView copies and patches without recursion: 900 deep, below the parser's limit."""
+        deep = self.nested(900)
+        view = RunView({"state": deep})
+        view.apply({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})
+        view.apply({"type": "STATE_SNAPSHOT", "snapshot": {"x": deep}})
+        view.apply({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/y", "value": deep}]})
+        view.apply(
+            {"type": "STATE_DELTA", "delta": [{"op": "test", "path": "/y/a/a", "value": 1}]}
+        )  # a failed test leaves the state as it was, as the client's reducer does
+
+        state = view.prelude()[2]["snapshot"]
+
+        assert self.depth(state["x"]) == self.depth(state["y"]) == 900
+        assert state["x"] is not deep
+
+
+async def _raw_post(app: Any, body: bytes) -> int:
+    """POST *body* as it is to *app*; the status."""
+    status = 0
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/",
+        "raw_path": b"/",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+    }
+    await app(scope, receive, send)
+    return status

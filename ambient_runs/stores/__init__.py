@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import heapq
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, TypeAlias, runtime_checkable
 
@@ -53,6 +52,7 @@ __all__ = (
     "RunStore",
     "RunView",
     "StoreError",
+    "StoreFullError",
     "StoreUnavailableError",
     "follow",
     "prelude",
@@ -66,8 +66,15 @@ Entry: TypeAlias = tuple[int, bytes]
 """One logged event: its sequence number (1, 2, …) and its JSON."""
 
 DEFAULT_RETENTION = 3600.0
-DEFAULT_MAX_EVENTS = 100_000
+DEFAULT_MAX_EVENTS = 1_000_000
+"""The events a run's log keeps by default: the documented maximum size of a run kept whole,
+so that a reader however slow gets every event of such a run while its log is retained."""
 DEFAULT_LEASE = 10.0
+DEFAULT_MAX_RUNS = 10_000
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+_ENTRY_OVERHEAD = 48
+"""Bytes a `MemoryStore` event costs beyond its JSON: a list slot and a bytes object's header
+(41 on CPython 3.11)."""
 
 
 class StoreError(AmbientRunsError):
@@ -125,6 +132,21 @@ class StoreUnavailableError(StoreError, ConnectionError):
     and with ``RUN_ERROR`` code ``store_unavailable`` once it has.
 
     .. versionadded:: 0.1.0
+    """
+
+
+class StoreFullError(StoreUnavailableError):
+    """
+    The store is at its size bound with live runs alone, so it refused a new run
+    or an append: a `MemoryStore` whose *max_runs* or *max_bytes* is taken by
+    runs still going (ended runs are evicted first, oldest first).
+
+    It is a `StoreUnavailableError`: the condition passes as live runs end, so a
+    transport answers 503 with ``Retry-After`` (or ``RUN_ERROR`` code
+    ``store_unavailable`` once a stream has started). Raise the bound or run
+    fewer runs at once.
+
+    .. versionadded:: 0.2.0
     """
 
 
@@ -207,10 +229,21 @@ class RunStore(Protocol):
         """Open a run's log, owned by *owner* under a lease; `RunExistsError` if it exists."""
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
         """
         Append *events* in order; with *final*, the last one is the terminal event.
+
+        *first* is the sequence number the batch's first event gets (None: the
+        next one). With it an append is idempotent: events of the batch already
+        in the log (a retried append whose first try landed) are not written
+        again, and a *first* past the log's next number is a ``ValueError``.
 
         Each event is compact JSON on one line (as `ambient_runs.encode_json`
         writes it, and as an SSE ``data:`` line needs). The events of one call
@@ -231,8 +264,10 @@ class RunStore(Protocol):
         Return up to *limit* entries after sequence number *after*, in order.
 
         With *wait*, and nothing after *after* yet, wait up to *wait* seconds
-        for more. Raises `RunNotFoundError`, or `EventsExpiredError` when the
-        entry right after *after* was trimmed.
+        for more. Raises `RunNotFoundError`, `EventsExpiredError` when the
+        entry right after *after* was trimmed by *max_events*, `EventsLostError`
+        when it is gone for another reason the store can tell, and
+        `StoreUnavailableError` when the store does not answer.
         """
 
     async def info(self, thread_id: str, run_id: str) -> RunInfo:
@@ -251,6 +286,15 @@ class RunStore(Protocol):
 
     async def request_cancel(self, thread_id: str, run_id: str) -> bool:
         """Ask the owner to cancel the run; False if it has already ended."""
+
+    async def discard(self, thread_id: str, run_id: str, *, owner: str) -> bool:
+        """
+        Delete a run that *owner* created but never appended to; False if there is none.
+
+        A worker whose `create` failed without knowing whether it landed (a
+        timeout) discards the run, so that nothing is left of a request that
+        answered an error. A run with events, or another owner's, is left alone.
+        """
 
     async def wait_cancel(self, thread_id: str, run_id: str) -> None:
         """Return once a cancel of the run has been requested (the owner waits on it)."""
@@ -346,32 +390,70 @@ async def _tail(
 
 
 class _MemoryRun:
+    """
+    One run of a `MemoryStore`.
+
+    The log is dense, so only the events are kept: ``data[i]`` is event
+    ``base + 1 + i``; the ones before *start* are trimmed (released at once,
+    their list slots dropped in one go once they are half of it, so that
+    trimming costs O(1) per event and a read of *k* events O(k)).
+    """
+
     __slots__ = (
+        "base",
         "cancel",
         "cancel_waiters",
+        "data",
         "deadline",
         "end",
-        "entries",
         "expires",
         "input",
         "last",
         "lease",
+        "lost",
         "owner",
+        "size",
+        "start",
         "waiters",
     )
 
-    def __init__(self, input: bytes, owner: str, lease: float, max_events: int) -> None:
+    def __init__(self, input: bytes, owner: str, lease: float) -> None:
         self.input = input
         self.owner = owner
         self.lease = lease
         self.deadline = time.monotonic() + lease
-        self.entries: deque[Entry] = deque(maxlen=max_events)
+        self.data: list[bytes] = []
+        self.base = 0
+        self.start = 0
         self.last = 0
         self.end: int | None = None
+        self.lost = False  # ended by end_lost: its last event is not the owner's
         self.expires: float | None = None
         self.cancel = False
         self.cancel_waiters: list[asyncio.Future[None]] = []
         self.waiters: list[asyncio.Future[None]] = []
+        self.size = len(input) + _RUN_OVERHEAD
+
+    @property
+    def first(self) -> int:
+        """The sequence number of the oldest event kept (``last + 1`` when none is)."""
+        return self.base + 1 + self.start
+
+    def trim(self, keep: int) -> int:
+        """Drop the oldest events past the last *keep*; return the bytes they held."""
+        data = self.data
+        drop = len(data) - self.start - keep
+        if drop <= 0:
+            return 0
+        stop = self.start + drop
+        freed = sum(map(len, data[self.start : stop])) + drop * _ENTRY_OVERHEAD
+        data[self.start : stop] = [b""] * drop  # let the bytes go now; the slots go below
+        self.start = stop
+        if stop > 4096 and stop * 2 > len(data):
+            del data[:stop]
+            self.base += stop
+            self.start = 0
+        return freed
 
     def wake(self) -> None:
         waiters, self.waiters = self.waiters, []
@@ -386,6 +468,10 @@ class _MemoryRun:
                 waiter.set_result(None)
 
 
+_RUN_OVERHEAD = 1024
+"""Bytes a `MemoryStore` run costs beyond its input and events (its record, ids, futures)."""
+
+
 class MemoryStore:
     """
     A `RunStore` in this process's memory: the embedded default, for one worker.
@@ -394,25 +480,66 @@ class MemoryStore:
     request this process serves; nothing is shared with other processes (use
     `ambient_runs.stores.redis.RedisStore` for that). Use it from one event loop.
 
+    Its memory is bounded by *max_runs* and *max_bytes* (a run's input and its
+    events' JSON count, each event with its bookkeeping). To make room, runs
+    that have ended are evicted before their *retention* is up, the one that
+    ended first first; a reader still on an evicted run gets ``RUN_ERROR`` code
+    ``events_lost``, a later resume or join 404. Runs still going are never
+    evicted: when they alone fill the bound, a new run is refused with
+    `StoreFullError` (a transport answers 503 with ``Retry-After``), and so is
+    an append that does not fit (the run ends with ``RUN_ERROR`` code
+    ``store_unavailable`` unless room is made within its lease). A terminal
+    event is always taken.
+
     Args:
         retention: Seconds a run's log is kept after its terminal event.
         max_events: The most events kept per run; older ones are dropped
-            (a resume asking for them gets `EventsExpiredError`).
+            (a resume asking for them gets `EventsExpiredError`). The default,
+            1,000,000, keeps a whole run of that many events.
+        max_runs: The most runs kept, ended ones included.
+        max_bytes: The most bytes kept, all runs together (default 256 MiB:
+            a whole run of 1,000,000 text deltas fits).
 
     .. versionadded:: 0.2.0
+    .. versionchanged:: 0.2.0
+       *max_runs* and *max_bytes*.
     """
 
     def __init__(
-        self, *, retention: float = DEFAULT_RETENTION, max_events: int = DEFAULT_MAX_EVENTS
+        self,
+        *,
+        retention: float = DEFAULT_RETENTION,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         _check_bounds(retention, max_events)
+        if max_runs < 1:
+            msg = f"max_runs must be at least 1, not {max_runs!r}"
+            raise ValueError(msg)
+        if max_bytes < 1:
+            msg = f"max_bytes must be at least 1, not {max_bytes!r}"
+            raise ValueError(msg)
         self.retention = retention
         self.max_events = max_events
+        self.max_runs = max_runs
+        self.max_bytes = max_bytes
         self._runs: dict[tuple[str, str], _MemoryRun] = {}
         self._expiry: list[tuple[float, tuple[str, str]]] = []
+        self._ended: dict[tuple[str, str], None] = {}  # in the order they ended
+        self._bytes = 0
 
     def __repr__(self) -> str:
-        return f"<MemoryStore {len(self._runs)} runs>"
+        return f"<MemoryStore {len(self._runs)} runs, {self._bytes} bytes>"
+
+    @property
+    def size(self) -> int:
+        """
+        The bytes this store accounts for now (what *max_bytes* bounds).
+
+        .. versionadded:: 0.2.0
+        """
+        return self._bytes
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -421,7 +548,28 @@ class MemoryStore:
             _, key = heapq.heappop(expiry)
             run = self._runs.get(key)
             if run is not None and run.expires is not None and run.expires <= now:
-                del self._runs[key]
+                self._drop(key)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        run = self._runs.pop(key)
+        self._ended.pop(key, None)
+        self._bytes -= run.size
+        run.wake()  # its readers find it gone
+        run.wake_cancel()
+
+    def _make_room(
+        self, cost: int, *, runs: int = 0, spare: tuple[str, str] | None = None
+    ) -> bool:
+        """Evict ended runs, oldest first, until *cost* more bytes and *runs* more runs fit."""
+        ended = self._ended
+        while (
+            self._bytes + cost > self.max_bytes or len(self._runs) + runs > self.max_runs
+        ) and ended:
+            oldest = next(iter(ended))
+            if oldest == spare:
+                break
+            self._drop(oldest)
+        return self._bytes + cost <= self.max_bytes and len(self._runs) + runs <= self.max_runs
 
     def _get(self, thread_id: str, run_id: str) -> _MemoryRun:
         self._sweep()
@@ -434,37 +582,75 @@ class MemoryStore:
         run.end = run.last
         run.expires = time.monotonic() + self.retention
         heapq.heappush(self._expiry, (run.expires, key))
+        self._ended[key] = None
         run.wake_cancel()  # nobody waits for a cancel of an ended run
 
     async def create(
         self, thread_id: str, run_id: str, *, input: bytes, owner: str, lease: float
     ) -> None:
-        """See `RunStore.create`."""
+        """See `RunStore.create`; `StoreFullError` when live runs fill the bounds."""
         self._sweep()
         key = (thread_id, run_id)
         if key in self._runs:
             raise _exists(thread_id, run_id)
-        self._runs[key] = _MemoryRun(input, owner, lease, self.max_events)
+        run = _MemoryRun(input, owner, lease)
+        if not self._make_room(run.size, runs=1):
+            refused = f"a new run ({len(input)} bytes of input)"
+            raise self._full(refused)
+        self._runs[key] = run
+        self._bytes += run.size
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
-        """See `RunStore.append`."""
+        """See `RunStore.append`; `StoreFullError` when live runs fill *max_bytes*."""
         _check_final(events, final)
         _check_lines(b"\n".join(events), events)
+        key = (thread_id, run_id)
         run = self._get(thread_id, run_id)
+        if first is not None:
+            if first > run.last + 1:
+                msg = (
+                    f"append at {first} would leave a gap: run {run_id!r} of thread "
+                    f"{thread_id!r} has {run.last} events"
+                )
+                raise ValueError(msg)
+            # The owner's own events: a run ended lost holds one more, not the owner's.
+            written = run.last - 1 if run.lost else run.last
+            landed = written + 1 - first
+            if landed >= len(events) and events:
+                return first + len(events) - 1  # a retry of a batch already written
+            events = events[landed:]
         if run.end is not None:
             raise _ended(thread_id, run_id)
-        seq = run.last
-        entries = run.entries
-        for event in events:
-            seq += 1
-            entries.append((seq, event))
-        run.last = seq
+        cost = sum(map(len, events)) + len(events) * _ENTRY_OVERHEAD
+        if not final and not self._make_room(cost, spare=key):
+            refused = f"{len(events)} more events of run {run_id!r}"
+            raise self._full(refused)
+        run.data += events
+        run.last += len(events)
+        run.size += cost
+        self._bytes += cost
+        freed = run.trim(self.max_events)
+        run.size -= freed
+        self._bytes -= freed
         if final:
-            self._finish((thread_id, run_id), run)
+            self._finish(key, run)
         run.wake()
-        return seq
+        return run.last
+
+    def _full(self, what: str) -> StoreFullError:
+        return StoreFullError(
+            f"the MemoryStore refused {what}: runs still going fill it "
+            f"({len(self._runs)} runs of max_runs={self.max_runs}, {self._bytes} bytes of "
+            f"max_bytes={self.max_bytes}); retry once some end, or raise the bounds"
+        )
 
     async def read(
         self, thread_id: str, run_id: str, after: int, *, limit: int = 1000, wait: float = 0
@@ -477,19 +663,15 @@ class MemoryStore:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waiter, wait)
             run = self._get(thread_id, run_id)
-        entries = run.entries
-        if not entries or run.last <= after:
-            if after < run.last:
-                raise _expired(thread_id, run_id, after, run.last + 1)
+        if run.last <= after:
             return Page([], run.end)
-        first = entries[0][0]
+        first = run.first
         if after + 1 < first:
             raise _expired(thread_id, run_id, after, first)
-        start = max(after + 1 - first, 0)
-        stop = min(start + limit, len(entries))
-        if start == 0 and stop == len(entries):
-            return Page(list(entries), run.end)
-        return Page([entries[i] for i in range(start, stop)], run.end)
+        at = after + 1 - run.base - 1
+        stop = min(at + max(limit, 1), len(run.data))
+        numbers = range(after + 1, after + 1 + stop - at)
+        return Page(list(zip(numbers, run.data[at:stop], strict=True)), run.end)
 
     async def info(self, thread_id: str, run_id: str) -> RunInfo:
         """See `RunStore.info`."""
@@ -521,6 +703,7 @@ class MemoryStore:
         if run.end is not None or time.monotonic() < run.deadline:
             return False
         await self.append(thread_id, run_id, [event], final=True)
+        run.lost = True
         return True
 
     async def request_cancel(self, thread_id: str, run_id: str) -> bool:
@@ -532,6 +715,16 @@ class MemoryStore:
         run.wake_cancel()
         return True
 
+    async def discard(self, thread_id: str, run_id: str, *, owner: str) -> bool:
+        """See `RunStore.discard`."""
+        self._sweep()
+        key = (thread_id, run_id)
+        run = self._runs.get(key)
+        if run is None or run.owner != owner or run.last != 0:
+            return False
+        self._drop(key)
+        return True
+
     async def wait_cancel(self, thread_id: str, run_id: str) -> None:
         """See `RunStore.wait_cancel`."""
         run = self._get(thread_id, run_id)
@@ -539,6 +732,8 @@ class MemoryStore:
             waiter = asyncio.get_running_loop().create_future()
             run.cancel_waiters.append(waiter)
             await waiter
+            if self._runs.get((thread_id, run_id)) is not run:
+                raise _not_found(thread_id, run_id)
         if not run.cancel:
             await asyncio.Future()  # ended without a cancel: no cancel will ever come
 
@@ -548,6 +743,8 @@ class MemoryStore:
             run.wake()
         self._runs.clear()
         self._expiry.clear()
+        self._ended.clear()
+        self._bytes = 0
 
 
 def _not_found(thread_id: str, run_id: str) -> RunNotFoundError:

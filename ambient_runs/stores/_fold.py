@@ -40,11 +40,11 @@ is open and which subagents started, and leaves chunk streams to replay.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ambient_runs._diff import patched
+import jsonpatch
+
 from ambient_runs._history import authoritative_activity_types, keeps_activity
 
 __all__ = ("RunView", "prelude")
@@ -82,9 +82,9 @@ class RunView:
     def __init__(self, input: Mapping[str, Any] | None = None) -> None:
         input = input or {}
         #: The conversation, as the client's reducer would hold it.
-        self.messages: list[Json] = copy.deepcopy(list(input.get("messages") or ()))
+        self.messages: list[Json] = _copy(list(input.get("messages") or ()))
         #: The run's state.
-        self.state: Any = copy.deepcopy(input.get("state", {}))
+        self.state: Any = _copy(input.get("state", {}))
         self.started: Json | None = None
         self.terminal: Json | None = None
         self.count = 0
@@ -139,8 +139,8 @@ class RunView:
         if self._replay or self.started is None:
             return [dict(e) for e in self._log]
         out: list[Json] = [dict(self.started)]
-        out.append({"type": "MESSAGES_SNAPSHOT", "messages": copy.deepcopy(self.messages)})
-        out.append({"type": "STATE_SNAPSHOT", "snapshot": copy.deepcopy(self.state)})
+        out.append({"type": "MESSAGES_SNAPSHOT", "messages": _copy(self.messages)})
+        out.append({"type": "STATE_SNAPSHOT", "snapshot": _copy(self.state)})
         out.extend(self._announcements())
         for opener in self._open.values():
             out.append({k: v for k, v in opener.items() if k != "metadata"})
@@ -176,7 +176,7 @@ class RunView:
         self.started = dict(event)
         for message in (event.get("input") or {}).get("messages") or ():
             if message["id"] not in self._by_id:
-                self._push(copy.deepcopy(message))
+                self._push(_copy(message))
 
     def _on_run_finished(self, event: Mapping[str, Any]) -> None:
         self.terminal = dict(event)
@@ -313,7 +313,7 @@ class RunView:
             "id": event["messageId"],
             "toolCallId": event["toolCallId"],
             "role": event.get("role") or "tool",
-            "content": copy.deepcopy(event["content"]),
+            "content": _copy(event["content"]),
         }
         if event.get("subagentRunId") is not None:
             message["subagentRunId"] = event["subagentRunId"]
@@ -333,13 +333,13 @@ class RunView:
     # ------------------------------------------------------------ state, activity, snapshots
 
     def _on_state_snapshot(self, event: Mapping[str, Any]) -> None:
-        self.state = copy.deepcopy(event["snapshot"])
+        self.state = _copy(event["snapshot"])
 
     def _on_state_delta(self, event: Mapping[str, Any]) -> None:
-        self.state = patched(self.state, event["delta"], self.state)
+        self.state = _patched(self.state, event["delta"], self.state)
 
     def _on_messages_snapshot(self, event: Mapping[str, Any]) -> None:
-        incoming = [copy.deepcopy(m) for m in event["messages"]]
+        incoming = [_copy(m) for m in event["messages"]]
         by_id = {m["id"]: m for m in incoming}
         has_activity = any(m.get("role") == "activity" for m in incoming)
         has_reasoning = any(m.get("role") == "reasoning" for m in incoming)
@@ -370,7 +370,7 @@ class RunView:
             "id": message_id,
             "role": "activity",
             "activityType": event["activityType"],
-            "content": copy.deepcopy(event["content"]),
+            "content": _copy(event["content"]),
         }
         if event.get("subagentRunId") is not None:
             fresh["subagentRunId"] = event["subagentRunId"]
@@ -405,7 +405,7 @@ class RunView:
         existing = self.messages[index]
         _merge_metadata(existing, event)
         failed = object()
-        content = patched(existing.get("content") or {}, event["patch"], failed)
+        content = _patched(existing.get("content") or {}, event["patch"], failed)
         if content is failed:
             return
         self.messages[index] = {
@@ -416,8 +416,88 @@ class RunView:
         self._reindex()
 
 
+def _copy(value: Any) -> Any:
+    """
+    A deep copy of the JSON *value* (dicts, lists, scalars), without recursion.
+
+    ``copy.deepcopy`` recurses a few frames per level, so a state nested some
+    300 deep made every join of its run fail with ``RecursionError``; this copy
+    takes any depth the JSON parser let in, with an explicit stack.
+    """
+    if not isinstance(value, (dict, list)):
+        return value
+    top: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any]] = [(value, top)]
+    while stack:
+        source, target = stack.pop()
+        if isinstance(source, dict):
+            for key, item in source.items():
+                if isinstance(item, (dict, list)):
+                    fresh: Any = {} if isinstance(item, dict) else []
+                    target[key] = fresh
+                    stack.append((item, fresh))
+                else:
+                    target[key] = item
+        else:
+            for item in source:
+                if isinstance(item, (dict, list)):
+                    fresh = {} if isinstance(item, dict) else []
+                    target.append(fresh)
+                    stack.append((item, fresh))
+                else:
+                    target.append(item)
+    return top
+
+
+def _patched(document: Any, patch: list[Any], failed: Any) -> Any:
+    """
+    *document* with the RFC 6902 *patch* applied (a copy), or *failed* if it does not apply.
+
+    What the client's reducer does with a patch it cannot apply: it warns and
+    keeps what it had. As `ambient_runs._diff.patched`, copying with `_copy`:
+    any depth.
+    """
+    try:
+        ops = [_Copied.wrap(op) for op in patch]
+        return jsonpatch.apply_patch(_copy(document), ops, in_place=True)
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpatch.JsonPointerException,
+        TypeError,
+        KeyError,
+        IndexError,
+        ValueError,
+        RecursionError,  # a "test" comparing values nested past the interpreter's limit
+    ):
+        return failed
+
+
+class _Copied:
+    """
+    An operation's value, already copied by `_copy`: jsonpatch's own deep copy of it is free.
+
+    jsonpatch inserts ``copy.deepcopy(value)``, which recurses per level; handing
+    it this instead, whose ``__deepcopy__`` is the copy made without recursion,
+    keeps a deep value from failing the fold.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self.value
+
+    @classmethod
+    def wrap(cls, op: Any) -> Any:
+        if not isinstance(op, Mapping) or op.get("op") not in {"add", "replace"}:
+            return op  # a "test" compares its value: it stays as it is
+        return {**op, "value": cls(_copy(op["value"]))}
+
+
 def _merge_metadata(target: Json, event: Mapping[str, Any]) -> None:
     metadata = event.get("metadata")
     if metadata is None:
         return
-    target["metadata"] = {**(target.get("metadata") or {}), **copy.deepcopy(metadata)}
+    target["metadata"] = {**(target.get("metadata") or {}), **_copy(metadata)}

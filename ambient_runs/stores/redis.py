@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,8 @@ with needs_extra(
     import redis.asyncio as aioredis
 
 __all__ = ("RedisStore",)
+
+_log = logging.getLogger("ambient_runs")
 
 _LIVE_SLACK = 60.0  # seconds a live run's keys outlast its last append, besides retention
 _SCAN = 64  # stream entries (batches) per XRANGE inside the read script
@@ -174,6 +177,14 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """
 
+# KEYS: meta, events, lease, cancel. ARGV: owner.
+_DISCARD = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'last') ~= '0' then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return 1
+"""
+
 # KEYS: meta, cancel. ARGV: channel, run key, ttl.
 _CANCEL = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -230,6 +241,7 @@ class RedisStore:
         self._end_lost = self._redis.register_script(_END_LOST)
         self._renew = self._redis.register_script(_RENEW)
         self._cancel = self._redis.register_script(_CANCEL)
+        self._discard = self._redis.register_script(_DISCARD)
         self._cancel_waiters: dict[bytes, list[asyncio.Future[None]]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._subscribed: asyncio.Event | None = None
@@ -264,9 +276,20 @@ class RedisStore:
             raise _exists(thread_id, run_id)
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
-        """See `RunStore.append`: the batch is one stream entry."""
+        """
+        See `RunStore.append`: the batch is one stream entry.
+
+        *first* is taken for the protocol's sake but not checked yet: a retried
+        batch that landed is written again.
+        """
         _check_final(events, final)
         if not events:
             return (await self.info(thread_id, run_id)).last
@@ -371,6 +394,11 @@ class RedisStore:
             raise _not_found(thread_id, run_id)
         return done == 1
 
+    async def discard(self, thread_id: str, run_id: str, *, owner: str) -> bool:
+        """See `RunStore.discard`."""
+        keys = self._keys(thread_id, run_id)
+        return bool(await self._discard(keys=keys, args=[owner]))
+
     async def wait_cancel(self, thread_id: str, run_id: str) -> None:
         """See `RunStore.wait_cancel`."""
         await self._listen()
@@ -381,7 +409,15 @@ class RedisStore:
             # Subscribed first, then checked: a request between the two is not missed.
             if await self._redis.exists(f"{base.decode()}:cancel"):
                 return
-            await waiter
+            listener = self._listener
+            assert listener is not None
+            # The subscription dies with its connection: say so, rather than wait forever
+            # for a message that cannot come (the next wait subscribes again).
+            await asyncio.wait((waiter, listener), return_when=asyncio.FIRST_COMPLETED)
+            if not waiter.done():
+                listener.result()
+                msg = "the cancel subscription ended"
+                raise ConnectionError(msg)
         finally:
             waiters = self._cancel_waiters.get(base, [])
             if waiter in waiters:
@@ -396,6 +432,7 @@ class RedisStore:
             self._listener = asyncio.create_task(
                 self._listen_loop(self._subscribed), name="ambient_runs RedisStore cancels"
             )
+            self._listener.add_done_callback(_listener_ended)
         assert self._subscribed is not None
         waiter = asyncio.ensure_future(self._subscribed.wait())
         await asyncio.wait((waiter, self._listener), return_when=asyncio.FIRST_COMPLETED)
@@ -427,6 +464,12 @@ class RedisStore:
             await asyncio.wait((listener,))
         if self._owns_client:
             await self._redis.aclose()
+
+
+def _listener_ended(task: asyncio.Task[None]) -> None:
+    """Log once why the cancel subscription ended (so its error is never left unretrieved)."""
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("RedisStore: the cancel subscription failed: %r", task.exception())
 
 
 def _ms(seconds: float) -> int:

@@ -1,0 +1,243 @@
+"""Detached runs on a real Redis that dies: named errors, no phantom runs, recovery in place.
+
+Two uvicorn servers in this loop are two workers sharing one RedisStore's Redis: a
+redis-server of the test's own on a free loopback port, killed with SIGKILL and restarted
+(empty: no persistence) by its PID. Issue 31, item 7, and the burst of item 4.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _uvicorn_server import E2E, serving
+
+import ambient_runs as ar
+from ambient_runs.asgi import AgentApp
+from ambient_runs.stores.redis import RedisStore
+
+pytestmark = E2E
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks._redis import _free_port  # noqa: E402
+
+LEASE = 1.0
+
+
+class Redis:
+    """A redis-server of our own on one port, which the test kills and restarts by PID."""
+
+    def __init__(self, directory: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed; install it to run this test")
+        self.binary = binary
+        self.directory = directory
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), *options, "--dir", self.directory],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock,
+            ):
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()  # SIGKILL, by its PID
+        self.proc.wait(5)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def redis() -> Iterator[Redis]:
+    with tempfile.TemporaryDirectory(prefix="ambient_runs_chaos") as directory:
+        server = Redis(directory)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def body(run_id: str) -> dict[str, Any]:
+    return {"threadId": "t", "runId": run_id, "messages": [], "state": {}}
+
+
+async def ticking(run: ar.Run) -> None:
+    """Writes a word every 20 ms for up to 20 s (a run the outage interrupts)."""
+    with ar.message() as message:
+        for i in range(1000):
+            message.write(f"{i} ")
+            await asyncio.sleep(0.02)
+
+
+async def quick(run: ar.Run) -> str:
+    ar.say("hello")
+    return "done"
+
+
+async def chooser(run: ar.Run) -> Any:
+    return await (ticking(run) if run.run_id.startswith("tick") else quick(run))
+
+
+@contextlib.asynccontextmanager
+async def worker(url: str) -> AsyncIterator[str]:
+    store = RedisStore(url, prefix="chaos:", retention=60)
+    app = AgentApp(chooser, store=store, lease=LEASE, keep_alive=0.5)
+    try:
+        async with serving(app) as where:
+            yield where
+    finally:
+        await store.aclose()
+
+
+class Events:
+    """The events of an SSE response, read as far as asked."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.lines = response.aiter_lines()
+
+    async def take(self, until: int | None = None) -> list[dict[str, Any]]:
+        """The next *until* events, or all the rest."""
+        out: list[dict[str, Any]] = []
+        async for line in self.lines:
+            if line.startswith("data: "):
+                out.append(json.loads(line[6:]))
+                if until is not None and len(out) >= until:
+                    break
+        return out
+
+
+async def posted(client: httpx.AsyncClient, url: str, run_id: str) -> httpx.Response:
+    """POST a run, retrying a 503 after its Retry-After, up to five times."""
+    for _ in range(5):
+        answer = await client.post(url, json=body(run_id))
+        if answer.status_code != 503:
+            return answer
+        await asyncio.sleep(float(answer.headers["retry-after"]))
+    return answer
+
+
+def assert_503(answer: httpx.Response) -> None:
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.headers["retry-after"] == "1"
+    assert answer.json()["error"] == "store unavailable"
+
+
+async def test_kill_9_mid_run_then_restart(redis: Redis, caplog: pytest.LogCaptureFixture) -> None:
+    """Owner and follower end with store_unavailable; POSTs 503; after a restart, runs again."""
+    caplog.set_level(logging.WARNING)
+    async with (
+        asyncio.timeout(90),
+        worker(redis.url) as a,
+        worker(redis.url) as b,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        async with (
+            client.stream("POST", a, json=body("tick-1")) as owner,
+            client.stream("GET", f"{b}/threads/t/runs/tick-1") as follower,
+        ):
+            assert (owner.status_code, follower.status_code) == (200, 200)
+            owner_events, follower_events = Events(owner), Events(follower)
+            seen = await owner_events.take(10)
+            followed = await follower_events.take(5)
+            killed = time.monotonic()
+            redis.kill()
+            seen += await owner_events.take()
+            owner_after = time.monotonic() - killed
+            followed += await follower_events.take()
+
+        during = [await client.post(a, json=body("during")) for _ in range(2)]
+        join = await client.get(f"{b}/threads/t/runs/tick-1")
+        cancel = await client.post(f"{a}/threads/t/runs/tick-1/cancel", json={})
+
+        redis.start()  # empty: what the old one held is gone
+        # A client does what the 503 says: retries after Retry-After (the first command on
+        # a pooled connection that the old server closed may still fail).
+        retried = await posted(client, a, "during")
+        fresh = await posted(client, b, "after")
+        lost = await client.get(f"{b}/threads/t/runs/tick-1")
+
+    for stream in (seen, followed):
+        assert stream[-1]["type"] == "RUN_ERROR"
+        assert stream[-1]["code"] == "store_unavailable"
+    assert owner_after < LEASE + 3
+    for answer in (*during, join, cancel):
+        assert_503(answer)
+    assert retried.status_code == 200  # no phantom run from the POSTs during the outage
+    assert retried.text.rstrip().endswith('"result":"done"}')
+    assert fresh.status_code == 200
+    assert lost.status_code == 404
+    assert "never retrieved" not in caplog.text
+    print(f"\nthe owner's client got store_unavailable {owner_after:.2f} s after the kill")
+
+
+async def test_a_burst_of_1000_posts_on_one_worker_has_no_500(redis: Redis) -> None:
+    """1,000 POSTs, 100 at a time, on one worker: every one a run to RUN_FINISHED."""
+    statuses: dict[int, int] = {}
+    finished = 0
+    async with (
+        asyncio.timeout(240),
+        worker(redis.url) as a,
+        httpx.AsyncClient(
+            timeout=60, limits=httpx.Limits(max_connections=100, max_keepalive_connections=100)
+        ) as client,
+    ):
+        gate = asyncio.Semaphore(100)
+        started = time.monotonic()
+
+        async def post(i: int) -> None:
+            nonlocal finished
+            async with gate:
+                answer = await client.post(a, json=body(f"burst-{i}"))
+            statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+            if answer.status_code == 200 and '"type":"RUN_FINISHED"' in answer.text:
+                finished += 1
+
+        await asyncio.gather(*(post(i) for i in range(1000)))
+        elapsed = time.monotonic() - started
+
+    assert statuses == {200: 1000}
+    assert finished == 1000
+    print(f"\n1,000 POSTs, 100 at a time, in {elapsed:.1f} s: {statuses}")
