@@ -1,37 +1,42 @@
 """
 Resume tokens: how an adapter that paused on a framework's approval continues in a later run.
 
-An adapter that pauses on a framework's approval or deferred call puts
-everything it needs to continue into ``Interrupt.metadata["ambient_runs"]["resume"]``
-(`resume_metadata`); nothing is kept in the process. The client sends that
-metadata back in the ``ResumeEntry`` that answers the interrupt (``metadata:
-interrupt.metadata``), and the next run's adapter call with the same *name*
-and prompt (`prompt_key`) claims it (`claim_resume`).
+An adapter that pauses on a framework's approval or deferred call keeps
+everything it needs to continue (`continuation`: the history or serialised
+state, the framework's call id, which invocation paused, and which adapter
+call made it: *adapter*, *name* and a digest of the prompt) in the run's
+continuation store under the interrupt's id (`ambient_runs.continuations.keep`);
+the interrupt's ``metadata`` carries only what a UI shows (`ui_metadata`).
+The next run's adapter call with the same *name* and prompt claims the
+answers to its suspended invocation (`claim_resume`), from the entries the
+client sent (``interruptId``, ``status``, ``payload``; ``metadata`` is never
+read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import threading
-import weakref
 from typing import Any
 
 from ambient_runs import Run
 from ambient_runs import events as ev
 from ambient_runs.adapters._common import jsonable
-from ambient_runs.errors import InvalidInputError
+from ambient_runs.continuations import Answer, claim
+from ambient_runs.errors import InterruptMismatchError
 
 __all__ = (
     "METADATA_KEY",
     "ResumeToken",
     "approval_schema",
     "claim_resume",
+    "continuation",
     "prompt_key",
-    "resume_metadata",
+    "ui_metadata",
 )
 
-#: The key under ``Interrupt.metadata`` (and ``ResumeEntry.metadata``) that adapters own.
+#: The key under ``Interrupt.metadata`` that adapters own.
 METADATA_KEY = "ambient_runs"
 
 
@@ -43,10 +48,10 @@ def prompt_key(prompt: Any) -> str:
 
 class ResumeToken:
     """
-    One answered interrupt an adapter raised in an earlier run, as the client sent it back.
+    One answered interrupt an adapter raised in an earlier run.
 
-    *data* is what the adapter put into the interrupt's metadata; *entry* is the
-    client's answer.
+    *data* is what the adapter kept on the server (`continuation`); *entry* is
+    the client's answer.
     """
 
     __slots__ = ("data", "entry", "index")
@@ -58,22 +63,15 @@ class ResumeToken:
         self.index = index
 
     def text(self, key: str) -> str:
-        """The string *key* of the token, or `InvalidInputError` naming the entry."""
+        """The string *key* of the continuation (a server-side record: a bug if absent)."""
         value = self.data.get(key)
         if not isinstance(value, str):
-            problem = f"{key} must be a string, got {type(value).__name__}"
-            raise self.error(problem)
+            msg = (
+                f"the continuation of interrupt {self.entry.interrupt_id!r} has no string "
+                f"{key!r} (got {type(value).__name__}): was it kept by another version?"
+            )
+            raise TypeError(msg)
         return value
-
-    def error(self, problem: str) -> InvalidInputError:
-        """The error for a token that cannot be continued from: *problem*, and the fix."""
-        return InvalidInputError(
-            "a resume entry the agent cannot continue from",
-            [
-                f"resume[{self.index}].metadata.{METADATA_KEY}.resume: {problem} "
-                "(send the interrupt's metadata back unchanged)"
-            ],
-        )
 
     @property
     def subagent_run_id(self) -> str | None:
@@ -85,56 +83,74 @@ class ResumeToken:
         return f"<ResumeToken {self.entry.interrupt_id} {self.entry.status}>"
 
 
-def resume_metadata(
+def continuation(
     adapter: str, name: str | None, prompt: str, subagent_run_id: str | None, **data: Any
 ) -> dict[str, Any]:
-    """The ``Interrupt.metadata`` an adapter attaches so that a later run can continue."""
-    token = {
+    """What an adapter keeps on the server so that a later run can continue an interrupt."""
+    return {
         "adapter": adapter,
         "name": name,
         "prompt": prompt,
         "subagentRunId": subagent_run_id,
         **data,
     }
-    return {METADATA_KEY: {"resume": token}}
 
 
-_claimed: weakref.WeakKeyDictionary[Run, set[str]] = weakref.WeakKeyDictionary()
-_claims_lock = threading.Lock()
+def ui_metadata(tool_name: str, arguments: Any) -> dict[str, Any]:
+    """
+    ``Interrupt.metadata`` of an approval: what a UI shows, nothing to continue from.
+
+    ``{"ambient_runs": {"toolName": …, "arguments": …}}``: the call's arguments
+    as JSON (parsed when they are JSON text).
+    """
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):  # not JSON text: shown as the text it is
+            arguments = json.loads(arguments) if arguments else {}
+    return {METADATA_KEY: {"toolName": tool_name, "arguments": jsonable(arguments)}}
 
 
-def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[ResumeToken]:
+async def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[ResumeToken]:
     """
     Claim the answers meant for the adapter call (*adapter*, *name*, *prompt*) in *run*.
 
     Returns the answers to one suspended invocation (all its interrupts), or
-    an empty list when there is none. Each answer is claimed once per run, so
-    two identical calls continue two different invocations, in the order of
-    their ids.
+    an empty list when the run answers none of this call's. Each answer is
+    claimed once per run, so two identical calls continue two different
+    invocations, in the order of their ids.
+
+    Raises:
+        InterruptError: The run's ``resume`` holds an entry the continuation
+            store cannot continue (``interrupt_unknown``, ``interrupt_expired``,
+            ``interrupt_answered``), or answers only interrupts this *adapter*
+            and *name* raised for another prompt (``interrupt_mismatch``: the
+            call asks something else now).
     """
-    tokens: list[ResumeToken] = []
-    for index, entry in enumerate(run.resume):
-        meta = entry.metadata or {}
-        ours = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
-        data = ours.get("resume") if isinstance(ours, dict) else None
-        if (
-            isinstance(data, dict)
-            and data.get("adapter") == adapter
-            and data.get("name") == name
-            and data.get("prompt") == prompt
-        ):
-            tokens.append(ResumeToken(entry, data, index))
-    if not tokens:
+    if not run.resume:
         return []
-    with _claims_lock:
-        claimed = _claimed.setdefault(run, set())
-        free = [t for t in tokens if t.entry.interrupt_id not in claimed]
-        if not free:
+    mismatched: list[Answer] = []
+
+    def select(free: list[Answer]) -> list[Answer]:
+        ours = [a for a in free if a.data.get("adapter") == adapter and a.data.get("name") == name]
+        fits = [a for a in ours if a.data.get("prompt") == prompt]
+        if not fits:
+            mismatched.extend(ours)
             return []
-        invocation = min(t.subagent_run_id or "" for t in free)
-        mine = [t for t in free if (t.subagent_run_id or "") == invocation]
-        claimed.update(t.entry.interrupt_id for t in mine)
-    return mine
+        invocation = min(_sid(a) for a in fits)
+        return [a for a in fits if _sid(a) == invocation]
+
+    mine = await claim(run, select)
+    if not mine and mismatched:
+        raise InterruptMismatchError(
+            mismatched[0].interrupt_id,
+            f"paused a call of {name or adapter!r} that the agent no longer makes (it asks "
+            "with another prompt now); start a new turn",
+        )
+    return [ResumeToken(a.entry, a.data, a.index) for a in mine]
+
+
+def _sid(answer: Answer) -> str:
+    value = answer.data.get("subagentRunId")
+    return value if isinstance(value, str) else ""
 
 
 def approval_schema(refuses: str, refused: str, **extra: dict[str, Any]) -> dict[str, Any]:

@@ -38,15 +38,15 @@ once.
 
 **Deferred calls and resume.** An approval (``reason: "confirmation"``) or an
 external call (``reason: "tool_call"``; ``"input_required"`` for a question)
-carries ``toolCallId`` (the call as streamed) and, in
-``metadata["ambient_runs"]["resume"]``, everything needed to continue: the
-run's message history (pydantic-ai's JSON form), the framework's call id, and
-which invocation it paused. Nothing stays in the process. The client answers
-each interrupt in the next run's ``resume`` and sends the interrupt's
-``metadata`` back in the entry::
-
-    resume: agent.pendingInterrupts.map((i) => ({
-      interruptId: i.id, status: "resolved", payload: true, metadata: i.metadata }))
+carries ``toolCallId`` (the call as streamed), an ``expiresAt``, and in
+``metadata["ambient_runs"]`` only what a UI shows (``toolName``,
+``arguments``). What the adapter needs to continue (the run's message history
+in pydantic-ai's JSON form, the framework's call id, which invocation paused)
+stays on the server, in the run's continuation store
+(`ambient_runs.continuations`) under the interrupt's id. The client answers
+each interrupt in the next run's ``resume`` with the entry the official
+client's ``buildResumeArray`` builds, ``{interruptId, status, payload}``;
+anything it sends in ``metadata`` is ignored.
 
 The next run's ``run_agent`` call with the same *name* and prompt then
 continues the suspended invocation under its old ``subagentRunId`` with
@@ -59,10 +59,11 @@ continues the suspended invocation under its old ``subagentRunId`` with
   a failed call (``ToolFailed``) the model sees.
 
 The tools' results then answer the original ``toolCallId`` with
-``TOOL_CALL_RESULT`` and the agent carries on. The history comes back from the
-client, so it is as trustworthy as the client: an approver can already
-override arguments, but do not resume this way across a trust boundary you
-would not let send the conversation itself.
+``TOOL_CALL_RESULT`` and the agent carries on. An answer the store cannot
+continue (unknown, expired, answered already, or meant for a call the agent
+now makes with another prompt) ends the run with ``RUN_ERROR``
+(``interrupt_unknown``, ``interrupt_expired``, ``interrupt_answered``,
+``interrupt_mismatch``).
 
 **Agent delegation.** ``run_agent`` called inside a tool nests that agent's
 invocation under the calling agent's (``parentSubagentRunId``); it has no
@@ -114,7 +115,14 @@ from ambient_runs import (
 from ambient_runs import events as ev
 from ambient_runs.adapters import _resume
 from ambient_runs.adapters._common import OpenParts, ToolCalls, cancel_guard, jsonable
-from ambient_runs.adapters._resume import ResumeToken, claim_resume, prompt_key, resume_metadata
+from ambient_runs.adapters._resume import (
+    ResumeToken,
+    claim_resume,
+    continuation,
+    prompt_key,
+    ui_metadata,
+)
+from ambient_runs.continuations import keep
 
 __all__ = ("run_agent",)
 
@@ -150,8 +158,9 @@ async def run_agent(
     Raises:
         Interrupted: The agent paused on deferred calls or approvals (one
             `Interrupt` each; see the module docstring for the resume).
-        InvalidInputError: A resume entry meant for this call carries metadata
-            it cannot continue from (not what the interrupt sent).
+        InterruptError: The run answers an interrupt the continuation store
+            cannot continue (``interrupt_unknown``, ``interrupt_expired``,
+            ``interrupt_answered``, ``interrupt_mismatch``).
         NoActiveRunError: No run is ambient.
         RunCancelledError: The run was cancelled (`Run.cancel`) while the agent ran.
 
@@ -164,7 +173,7 @@ async def run_agent(
     key = prompt_key(user_prompt)
     tokens: list[ResumeToken] = []
     if "deferred_tool_results" not in run_kwargs:
-        tokens = claim_resume(run, ADAPTER, name, key)
+        tokens = await claim_resume(run, ADAPTER, name, key)
     resumed_id = tokens[0].subagent_run_id if tokens else None
     if tokens:
         _resume_kwargs(tokens, run_kwargs)
@@ -196,7 +205,8 @@ async def run_agent(
         output = result.output
         if isinstance(output, DeferredToolRequests):
             owner = scope.id if scope is not None else ar.current_subagent_id()
-            raise Interrupted(_interrupts(output, result, stream.calls, name, key, owner))
+            interrupts = _interrupts(output, result, stream.calls, name, key, owner)
+            raise Interrupted([await keep(run, i, data) for i, data in interrupts])
         if scope is not None:
             scope.finish_with(jsonable(output))
         return output
@@ -324,7 +334,8 @@ def _interrupts(
     name: str | None,
     key: str,
     owner: str | None,
-) -> list[ev.Interrupt]:
+) -> list[tuple[ev.Interrupt, dict[str, Any]]]:
+    """One interrupt per deferred call, each with the continuation the server keeps for it."""
     run = current_run()
     history = _pm.ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json")
     pending: list[tuple[Any, str]] = [(p, "approval") for p in requests.approvals]
@@ -338,32 +349,36 @@ def _interrupts(
             call.end()
             our_id = call.id
         extra = requests.metadata.get(part.tool_call_id)
+        data = continuation(
+            ADAPTER,
+            name,
+            key,
+            owner,
+            call=part.tool_call_id,
+            kind=kind,
+            toolCallId=our_id,
+            toolName=part.tool_name,
+            callMetadata=jsonable(extra) if extra else None,
+            history=history,
+        )
         interrupts.append(
-            ev.Interrupt(
-                id=run.new_interrupt_id(),
-                reason={"approval": "confirmation", "question": "input_required"}.get(
-                    kind, "tool_call"
+            (
+                ev.Interrupt(
+                    id=run.new_interrupt_id(),
+                    reason={"approval": "confirmation", "question": "input_required"}.get(
+                        kind, "tool_call"
+                    ),
+                    message=(
+                        f"Approve the call to {part.tool_name}?"
+                        if kind == "approval"
+                        else f"The call to {part.tool_name} waits for its result."
+                    ),
+                    tool_call_id=our_id,
+                    subagent_run_id=owner,
+                    response_schema=_APPROVAL_SCHEMA if kind == "approval" else None,
+                    metadata=ui_metadata(part.tool_name, part.args_as_json_str()),
                 ),
-                message=(
-                    f"Approve the call to {part.tool_name}?"
-                    if kind == "approval"
-                    else f"The call to {part.tool_name} waits for its result."
-                ),
-                tool_call_id=our_id,
-                subagent_run_id=owner,
-                response_schema=_APPROVAL_SCHEMA if kind == "approval" else None,
-                metadata=resume_metadata(
-                    ADAPTER,
-                    name,
-                    key,
-                    owner,
-                    call=part.tool_call_id,
-                    kind=kind,
-                    toolCallId=our_id,
-                    toolName=part.tool_name,
-                    callMetadata=jsonable(extra) if extra else None,
-                    history=history,
-                ),
+                data,
             )
         )
     return interrupts
@@ -383,12 +398,8 @@ def _resume_kwargs(tokens: list[ResumeToken], run_kwargs: dict[str, Any]) -> Non
         else:
             results.calls[foreign] = entry.payload
     if "message_history" not in run_kwargs:
-        try:
-            history = _pm.ModelMessagesTypeAdapter.validate_python(tokens[0].data.get("history"))
-        except Exception as exc:
-            problem = f"history is not a pydantic-ai message history ({exc})"
-            raise tokens[0].error(problem) from exc
-        run_kwargs["message_history"] = history
+        history = tokens[0].data.get("history")
+        run_kwargs["message_history"] = _pm.ModelMessagesTypeAdapter.validate_python(history)
     run_kwargs["deferred_tool_results"] = results
 
 
