@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -93,6 +94,8 @@ def in_fresh_process(
     out = subprocess.run(
         [sys.executable, str(PROGRAMS), program, continuations.url, continuations.prefix],
         input=json.dumps(run_input).encode(),
+        # This checkout's package first, whatever the venv has installed.
+        env={**os.environ, "PYTHONPATH": str(PROGRAMS.parent.parent)},
         capture_output=True,
         timeout=120,
         check=False,
