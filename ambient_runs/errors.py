@@ -10,7 +10,8 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
     │       ├── InterruptUnknownError       ``interrupt_unknown``: never issued (or forgotten)
     │       ├── InterruptExpiredError       ``interrupt_expired``: answered too late
     │       ├── InterruptAnsweredError      ``interrupt_answered``: answered already
-    │       └── InterruptMismatchError      ``interrupt_mismatch``: the agent asks otherwise now
+    │       ├── InterruptMismatchError      ``interrupt_mismatch``: the agent asks otherwise now
+    │       └── InterruptPayloadError       ``interrupt_payload``: an answer off its responseSchema
     ├── InvalidInputError (ValueError)      malformed RunAgentInput or wire event
     │   └── InvalidJSONError                a request body that is not JSON at all
     ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
@@ -49,6 +50,7 @@ __all__ = (
     "InterruptError",
     "InterruptExpiredError",
     "InterruptMismatchError",
+    "InterruptPayloadError",
     "InterruptUnknownError",
     "InvalidJSONError",
     "LeftOpenWarning",
@@ -173,6 +175,22 @@ class InterruptMismatchError(InterruptError):
     """
 
     CODE = "interrupt_mismatch"
+
+
+class InterruptPayloadError(InterruptError):
+    """
+    ``interrupt_payload``: an answer's ``payload`` is off the interrupt's ``responseSchema``.
+
+    An approval is answered ``{"approved": true|false, "message"?: str,
+    "overrideArgs"?: object}`` (``overrideArgs`` only where the schema offers
+    it); anything else is refused rather than guessed at, so a malformed answer
+    never runs a call that needs approval. The interrupt stays answerable:
+    send a corrected answer.
+
+    .. versionadded:: 0.2.0
+    """
+
+    CODE = "interrupt_payload"
 
 
 class InvalidInputError(AmbientRunsError, ValueError):

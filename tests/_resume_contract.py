@@ -120,9 +120,15 @@ def _relay() -> Callable[[ar.Run], Any]:
 
 
 KINDS = {
-    "pydantic-ai": Kind("pydantic-ai", _pydantic_ai, True, "deleted a", '{"delete":"deleted a"}'),
+    "pydantic-ai": Kind(
+        "pydantic-ai", _pydantic_ai, {"approved": True}, "deleted a", '{"delete":"deleted a"}'
+    ),
     "openai-agents": Kind(
-        "openai-agents", _openai_agents, True, "deleted /tmp/one for one", "one: done"
+        "openai-agents",
+        _openai_agents,
+        {"approved": True},
+        "deleted /tmp/one for one",
+        "one: done",
     ),
     "langgraph": Kind("langgraph", _langgraph, "yes", "paid", "Paid."),
     "relay": Kind("relay", _relay, "yes", "paid", {"approved": "yes"}),

@@ -403,7 +403,7 @@ class TestInterrupts:
         assert {
             "reason": "input_required",
             "subagentRunId": "r1-sub-1",
-            "metadata": {"langgraph": {"value": {"question": "pay 5?"}}},
+            "metadata": {"ambient_runs": {"value": {"question": "pay 5?"}}},
         } == {k: v for k, v in interrupt_.items() if k not in ("id", "expiresAt")}
         assert interrupt_["expiresAt"].endswith("Z")  # its continuation expires server-side
         endings = [e for e in out if e["type"] in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR")]
@@ -532,7 +532,7 @@ class TestToolInterrupts:
 
         first = [e async for e in ar.stream(agent, make_input("thread-t", "r1"))]
         [interrupt_] = wire(first)[-1]["outcome"]["interrupts"]
-        assert ("tool_call", "r1-tool-1") == (interrupt_["reason"], interrupt_["toolCallId"])
+        assert ("input_required", "r1-tool-1") == (interrupt_["reason"], interrupt_["toolCallId"])
         assert [] == [e for e in first if isinstance(e, ev.ToolCallResultEvent)]
         [verdict] = client_verify([wire(first)])
         history = ev.RunAgentInput.from_wire(

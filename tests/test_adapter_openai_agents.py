@@ -339,7 +339,7 @@ class TestApprovalAndResume:
         verdict = client_accepts(first, [ar.to_wire(m) for m in first_input.messages])
 
         interrupts = verdict["pendingInterrupts"]
-        assert ["confirmation", "confirmation"] == [i["reason"] for i in interrupts]
+        assert ["tool_call", "tool_call"] == [i["reason"] for i in interrupts]
         subs = started(first)
         clerks = [s for s, e in subs.items() if e["name"] == "clerk"]
         assert sorted(clerks) == sorted(i["subagentRunId"] for i in interrupts)
@@ -358,7 +358,7 @@ class TestApprovalAndResume:
                 "threadId": "thread",
                 "runId": "r2",
                 "messages": verdict["messages"],
-                "resume": answer_all(verdict, True),
+                "resume": answer_all(verdict, {"approved": True}),
             },
             continuations,
         )

@@ -278,7 +278,7 @@ class TestInterruptAndResume:
         verdict = client_accepts(first, [ar.to_wire(m) for m in first_input.messages])
 
         interrupts = verdict["pendingInterrupts"]
-        assert ["confirmation", "tool_call"] * 2 == [i["reason"] for i in interrupts]
+        assert ["tool_call", "input_required"] * 2 == [i["reason"] for i in interrupts]
         subs = started(first)
         assert 2 == len(subs)
         suspended = {
@@ -294,7 +294,7 @@ class TestInterruptAndResume:
             assert interrupt["subagentRunId"] == owner_of[interrupt["toolCallId"]]
 
         def answer(interrupt: dict[str, Any]) -> Any:
-            return True if interrupt["reason"] == "confirmation" else "42 results"
+            return {"approved": True} if interrupt["reason"] == "tool_call" else "42 results"
 
         second_input = {
             "threadId": "thread",
@@ -332,7 +332,7 @@ class TestInterruptAndResume:
         resume = [
             {
                 "interruptId": i["id"],
-                "status": "resolved" if i["reason"] == "confirmation" else "cancelled",
+                "status": "resolved" if i["reason"] == "tool_call" else "cancelled",
                 "payload": {"approved": False, "message": "not that file"},
             }
             for i in verdict["pendingInterrupts"]

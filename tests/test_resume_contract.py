@@ -133,7 +133,7 @@ class TestASecondAppContinues:
         [verdict] = accepted(first)
         for interrupt in interrupts:  # what a UI needs, and an expiry; nothing to continue from
             assert interrupt["expiresAt"].endswith("Z")
-            assert len(json.dumps(interrupt)) < 600, interrupt
+            assert len(json.dumps(interrupt)) < 1024, interrupt
             assert "resume" not in json.dumps(interrupt.get("metadata", {}))
 
         resume = build_resume_array(interrupts, "resolved", kind.approve)

@@ -20,19 +20,27 @@ import hashlib
 import json
 from typing import Any
 
+import attrs
+
 from ambient_runs import Run
 from ambient_runs import events as ev
 from ambient_runs.adapters._common import jsonable
 from ambient_runs.continuations import Answer, claim
-from ambient_runs.errors import InterruptMismatchError
+from ambient_runs.errors import InterruptMismatchError, InterruptPayloadError
 
 __all__ = (
+    "APPROVAL",
     "METADATA_KEY",
+    "QUESTION",
+    "Approval",
     "ResumeToken",
+    "approval_message",
     "approval_schema",
     "claim_resume",
     "continuation",
     "prompt_key",
+    "read_approval",
+    "restore",
     "ui_metadata",
 )
 
@@ -96,17 +104,21 @@ def continuation(
     }
 
 
-def ui_metadata(tool_name: str, arguments: Any) -> dict[str, Any]:
+def ui_metadata(tool_name: str, arguments: Any, value: Any = None) -> dict[str, Any]:
     """
-    ``Interrupt.metadata`` of an approval: what a UI shows, nothing to continue from.
+    ``Interrupt.metadata`` of a tool's interrupt: what a UI shows, nothing to continue from.
 
     ``{"ambient_runs": {"toolName": …, "arguments": …}}``: the call's arguments
-    as JSON (parsed when they are JSON text).
+    as JSON (parsed when they are JSON text), and *value* (a question's own
+    data) as ``value`` when given.
     """
     if isinstance(arguments, str):
         with contextlib.suppress(ValueError):  # not JSON text: shown as the text it is
             arguments = json.loads(arguments) if arguments else {}
-    return {METADATA_KEY: {"toolName": tool_name, "arguments": jsonable(arguments)}}
+    shown: dict[str, Any] = {"toolName": tool_name, "arguments": jsonable(arguments)}
+    if value is not None:
+        shown["value"] = value
+    return {METADATA_KEY: shown}
 
 
 async def claim_resume(run: Run, adapter: str, name: str | None, prompt: str) -> list[ResumeToken]:
@@ -153,20 +165,90 @@ def _sid(answer: Answer) -> str:
     return value if isinstance(value, str) else ""
 
 
-def approval_schema(refuses: str, refused: str, **extra: dict[str, Any]) -> dict[str, Any]:
-    """
-    The ``Interrupt.responseSchema`` of an approval: ``approved`` and a ``message``.
+#: The ``reason`` of every approval interrupt, whichever framework asks.
+APPROVAL = "tool_call"
+#: The ``reason`` of a framework's own question (LangGraph's ``interrupt(value)``, deferred calls).
+QUESTION = "input_required"
 
-    *refuses* and *refused* are the framework's word for a refusal ("rejects",
-    "rejected"; "denies", "denied"); *extra*
-    adds properties of its own (pydantic-ai's ``overrideArgs``).
+
+def approval_schema(*, override: bool) -> dict[str, Any]:
     """
-    return {
-        "type": "object",
-        "description": f"Or a bare boolean: true approves, false {refuses}.",
-        "properties": {
-            "approved": {"type": "boolean"},
-            "message": {"type": "string", "description": f"Told to the model when {refused}."},
-            **extra,
-        },
+    The ``responseSchema`` of an approval: ``{"approved": bool, "message"?, "overrideArgs"?}``.
+
+    *override*: the framework can run an approved call with other arguments
+    (``overrideArgs`` is offered only then).
+    """
+    properties: dict[str, Any] = {
+        "approved": {"type": "boolean", "description": "true runs the call; false denies it."},
+        "message": {"type": "string", "description": "Why; the model reads it when denied."},
     }
+    if override:
+        properties["overrideArgs"] = {
+            "type": "object",
+            "description": "Run the call with these arguments instead.",
+        }
+    return {"type": "object", "properties": properties, "required": ["approved"]}
+
+
+def approval_message(tool_name: str, arguments: str) -> str:
+    """The human-readable question of an approval: ``Approve delete({"path": "/tmp"})?``."""
+    shown = arguments if len(arguments) <= 200 else arguments[:199] + "…"
+    return f"Approve {tool_name}({shown})?"
+
+
+@attrs.frozen
+class Approval:
+    """An approval's answer, read off its payload: the same meaning in every adapter."""
+
+    approved: bool
+    message: str | None = None
+    override_args: dict[str, Any] | None = None
+
+
+def read_approval(token: ResumeToken, *, override: bool) -> Approval:
+    """
+    The answer to an approval: ``cancelled`` denies; else the payload, by `approval_schema`.
+
+    Deny by default: only ``{"approved": true}`` runs the call, and a payload
+    off the schema is refused, not guessed at.
+
+    Raises:
+        InterruptPayloadError: The payload is not ``{"approved": bool, ...}``,
+            or carries ``overrideArgs`` where *override* is off.
+    """
+    entry = token.entry
+    if entry.status == "cancelled":
+        return Approval(approved=False)
+    payload = entry.payload
+    problems: list[str] = []
+    if not isinstance(payload, dict):
+        problems.append(f"the payload is {type(payload).__name__}, not an object")
+        payload = {}
+    approved = payload.get("approved")
+    message = payload.get("message")
+    args = payload.get("overrideArgs")
+    if not isinstance(approved, bool):
+        problems.append("approved must be true or false")
+    if message is not None and not isinstance(message, str):
+        problems.append("message must be a string")
+    if args is not None and not isinstance(args, dict):
+        problems.append("overrideArgs must be an object")
+    if args is not None and not override:
+        problems.append("overrideArgs is not offered here (its responseSchema has none)")
+    if problems:
+        raise InterruptPayloadError(
+            entry.interrupt_id,
+            "has an answer off its responseSchema ("
+            + "; ".join(problems)
+            + '): send {"approved": true|false, "message"?: string'
+            + (', "overrideArgs"?: object' if override else "")
+            + "}; the interrupt stays answerable",
+        )
+    assert isinstance(approved, bool)
+    return Approval(approved, message, args if approved else None)
+
+
+async def restore(run: Run, tokens: list[ResumeToken]) -> None:
+    """Put *tokens*' continuations back: none was acted on, so each stays answerable."""
+    for token in tokens:
+        await run.continuations.put(token.entry.interrupt_id, token.data)

@@ -26,7 +26,9 @@ a tool that raises                     ``TOOL_CALL_RESULT`` ``{"error", "type"}`
                                        exception propagates
 an ``AIMessage`` a node returns        a whole text message (unless it was streamed)
 without a model
-``interrupt(value)``                   `Interrupted`: the graph's subagent (and a
+``interrupt(value)``                   an ``input_required`` `Interrupt` (the value
+                                       in ``metadata.ambient_runs.value``), raised as
+                                       `Interrupted`: the graph's subagent (and a
                                        decorated node's) ends ``suspended``, the run
                                        ends with an ``interrupt`` outcome
 the final state                        returned; with *name*, its JSON form is
@@ -34,11 +36,13 @@ the final state                        returned; with *name*, its JSON form is
 =====================================  ==============================================
 
 **Interrupts and resume.** Each LangGraph interrupt becomes an AG-UI `Interrupt`
-whose id is ``langgraph:<graph subagent id>:<LangGraph interrupt id>``
-(``reason`` ``input_required``; the interrupt's value in
-``metadata["langgraph"]["value"]``, and as ``message`` when it is a string; its
-JSON schema as ``responseSchema``). An ``interrupt()`` inside a tool is
-``reason`` ``tool_call`` with ``toolCallId`` the paused call, and its id also
+whose id is ``langgraph:<graph subagent id>:<LangGraph interrupt id>``, with
+``reason: "input_required"`` (LangGraph's ``interrupt(value)`` is the
+framework's own question, not an approval) and the interrupt's value in one
+place, ``metadata["ambient_runs"]["value"]`` (also the ``message`` when it is
+a string; a JSON schema the value carries as ``response_schema`` is the
+``responseSchema``). An ``interrupt()`` inside a tool also names
+``toolCallId``, the paused call, and its id also
 carries that call (``…:<LangChain call id>:<our call id>``), so that when the
 tool runs again on resume its result answers the original call
 (``TOOL_CALL_RESULT`` against it, not restreamed, when the client's history
@@ -99,6 +103,7 @@ import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs._outcomes import register_suspending
 from ambient_runs.adapters._common import ToolCalls, cancel_guard, error_content, jsonable
+from ambient_runs.adapters._resume import METADATA_KEY, QUESTION
 from ambient_runs.continuations import Answer, claim, keep
 from ambient_runs.errors import InterruptMismatchError
 
@@ -125,12 +130,12 @@ def _as_interrupt(
     schema = getattr(graph_interrupt, "response_schema", None)
     return ev.Interrupt(
         id=_interrupt_id(owner, str(graph_interrupt.id), call),
-        reason="input_required" if call is None else "tool_call",
+        reason=QUESTION,
         subagent_run_id=owner,
         message=value if isinstance(value, str) else None,
         tool_call_id=None if call is None else call[1],
         response_schema=schema if isinstance(schema, dict) else None,
-        metadata={"langgraph": {"value": value}},
+        metadata={METADATA_KEY: {"value": value}},
     )
 
 
