@@ -23,7 +23,7 @@ from ambient_runs.testing import make_input
 
 JsonDict = dict[str, Any]
 
-__all__ = ["KINDS", "Kind", "post", "sse_events"]
+__all__ = ["APPROVALS", "KINDS", "Kind", "post", "sse_events"]
 
 
 @attrs.frozen
@@ -119,6 +119,28 @@ def _relay() -> Callable[[ar.Run], Any]:
     return agent
 
 
+def _relayed(inner: Callable[[], Callable[[ar.Run], Any]]) -> Callable[[], Any]:
+    """*inner*'s agent served by a remote app of its own, reached through ``http.relay``."""
+
+    def make() -> Callable[[ar.Run], Any]:
+        from ambient_runs.adapters import http
+        from ambient_runs.continuations import MemoryContinuations
+
+        remote = AgentApp(inner(), continuations=MemoryContinuations())
+
+        async def agent(run: ar.Run) -> Any:
+            transport = httpx.ASGITransport(app=remote)
+            async with httpx.AsyncClient(transport=transport) as client:
+                remote_input = make_input("remote-thread", f"{run.run_id}-x", user="go")
+                return await http.relay(
+                    "http://remote/agent", remote_input, name="remote", client=client
+                )
+
+        return agent
+
+    return make
+
+
 KINDS = {
     "pydantic-ai": Kind(
         "pydantic-ai", _pydantic_ai, {"approved": True}, "deleted a", '{"delete":"deleted a"}'
@@ -132,6 +154,19 @@ KINDS = {
     ),
     "langgraph": Kind("langgraph", _langgraph, "yes", "paid", "Paid."),
     "relay": Kind("relay", _relay, "yes", "paid", {"approved": "yes"}),
+}
+
+
+#: The approval adapters, and each behind ``http.relay``: one approval contract for all.
+APPROVALS = {
+    "pydantic-ai": KINDS["pydantic-ai"],
+    "openai-agents": KINDS["openai-agents"],
+    "relay(pydantic-ai)": attrs.evolve(
+        KINDS["pydantic-ai"], name="relay(pydantic-ai)", make_agent=_relayed(_pydantic_ai)
+    ),
+    "relay(openai-agents)": attrs.evolve(
+        KINDS["openai-agents"], name="relay(openai-agents)", make_agent=_relayed(_openai_agents)
+    ),
 }
 
 

@@ -45,7 +45,9 @@ them, its ``metadata`` not forwarded) unless the input already has some, the
 remote's part of the conversation (`ambient_runs.relay_messages`) is added to
 ``input.messages``, and the invocation continues under its old subagent id.
 An answer the store cannot continue ends the run with ``RUN_ERROR``
-(``interrupt_unknown``, ``interrupt_expired``, ``interrupt_answered``).
+(``interrupt_unknown``, ``interrupt_expired``, ``interrupt_answered``); when
+the remote refuses an answer's payload (``interrupt_payload``, its interrupt
+kept answerable), the relay keeps its own continuations answerable too.
 ``input.parentRunId`` names the calling run unless given.
 
 .. versionadded:: 0.1.0
@@ -70,6 +72,7 @@ from ambient_runs import Run, RunAgentInput, RunCancelledError
 from ambient_runs import events as ev
 from ambient_runs._relay import _decode_interrupt_id
 from ambient_runs.continuations import Answer, claim, keep
+from ambient_runs.errors import InterruptPayloadError
 
 __all__ = ("DEFAULT_TIMEOUT", "relay")
 
@@ -149,6 +152,12 @@ async def relay(
     except ar.Interrupted as paused:
         kept = [await keep(run, i, _continuation(name, i)) for i in paused.interrupts]
         raise ar.Interrupted(kept) from None
+    except ar.RelayError as failed:
+        if failed.code == InterruptPayloadError.CODE:
+            # The remote refused an answer and kept its interrupt answerable: so do we.
+            for answer in answers:
+                await run.continuations.put(answer.interrupt_id, answer.data)
+        raise
 
 
 ADAPTER = "relay"
