@@ -361,6 +361,8 @@ async def answers(run: Run) -> dict[str, Answer]:
 
     The first call takes each entry's continuation (`ContinuationStore.take`,
     a ``cancelled`` entry even when expired); later calls return the same.
+    When one entry cannot be taken, those taken before it are put back (with
+    a fresh *ttl*): none is continued, and the others stay answerable.
 
     Raises:
         InterruptError: An entry the store cannot continue (unknown, expired,
@@ -374,11 +376,18 @@ async def answers(run: Run) -> dict[str, Answer]:
         if taken.done is None:
             found: dict[str, Answer] = {}
             store = run.continuations
-            for index, entry in enumerate(run.resume):
-                if entry.interrupt_id in found:
-                    continue
-                data = await store.take(entry.interrupt_id, expired_ok=entry.status == "cancelled")
-                found[entry.interrupt_id] = Answer(entry, data, index)
+            try:
+                for index, entry in enumerate(run.resume):
+                    if entry.interrupt_id in found:
+                        continue
+                    cancelled = entry.status == "cancelled"
+                    data = await store.take(entry.interrupt_id, expired_ok=cancelled)
+                    found[entry.interrupt_id] = Answer(entry, data, index)
+            except BaseException:
+                # One answer cannot be continued, so none is: the others stay answerable.
+                for answer in found.values():
+                    await store.put(answer.interrupt_id, answer.data)
+                raise
             taken.done = found
         return taken.done
 

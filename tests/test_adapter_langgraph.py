@@ -460,6 +460,19 @@ class TestInterrupts:
                 await run_graph(graph, question(), name="g")
         assert "interrupt_unknown" == wire(run.events)[-1]["code"]
 
+    async def test_without_a_checkpointer_an_unknown_answer_is_still_a_named_error(
+        self,
+    ) -> None:
+        """No checkpointer (nothing to continue): an answer no store issued is still refused."""
+        builder = StateGraph(MessagesState)
+        builder.add_node("noop", lambda state: {})
+        builder.add_edge(START, "noop")
+        graph = builder.compile()
+        resume = [ev.ResumeEntry(interrupt_id="r0-int-1", status="resolved")]
+        with pytest.raises(ar.InterruptUnknownError):
+            async with ar.Run(make_input(run_id="r", resume=resume)):
+                await run_graph(graph, question(), name="g")
+
 
 WORKER = """
 import asyncio, json, sys

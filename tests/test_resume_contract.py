@@ -218,6 +218,21 @@ class TestNamedErrors:
         assert "r0-int-1" in events[-1]["message"]
         assert not any(e["type"].startswith("TOOL_CALL") for e in events)
 
+    async def test_one_bad_answer_leaves_the_good_ones_answerable(self) -> None:
+        """A good answer next to an unknown one: interrupt_unknown, and the good one stays."""
+        kind = KINDS["pydantic-ai"]
+        app = AgentApp(kind.make_agent(), continuations=MemoryContinuations())
+        interrupts = paused(await post(app, "r1"))
+        good = build_resume_array(interrupts, "resolved", kind.approve)
+
+        mixed = await post(
+            app, "r2", resume=[*good, {"interruptId": "r0-int-9", "status": "resolved"}]
+        )
+        alone = await post(app, "r3", resume=good)
+
+        assert "interrupt_unknown" == error_code(mixed)
+        approved_effect(kind, interrupts, alone)
+
     @pytest.mark.parametrize("kind_name", KIND_NAMES)
     async def test_a_second_answer_is_interrupt_answered(
         self, kind_name: str, shared: tuple[ContinuationStore, ContinuationStore]

@@ -104,7 +104,7 @@ from ambient_runs import events as ev
 from ambient_runs._outcomes import register_suspending
 from ambient_runs.adapters._common import ToolCalls, cancel_guard, error_content, jsonable
 from ambient_runs.adapters._resume import METADATA_KEY, QUESTION
-from ambient_runs.continuations import Answer, claim, keep
+from ambient_runs.continuations import Answer, answers, claim, keep
 from ambient_runs.errors import InterruptMismatchError
 
 __all__ = ("run_graph",)
@@ -167,7 +167,10 @@ async def _resume_of(
         InterruptError: An answer the store cannot continue, or one of this
             graph's (*name*) that the graph no longer has pending.
     """
-    if not run.resume or not getattr(graph, "checkpointer", None):
+    if not run.resume:
+        return None, None
+    if not getattr(graph, "checkpointer", None):
+        await answers(run)  # no checkpoint to continue: still, never a silent new turn
         return None, None
     state = await graph.aget_state(config)
     pending = {str(i.id) for i in getattr(state, "interrupts", ()) or ()}
