@@ -66,12 +66,12 @@ if TYPE_CHECKING:
     from ambient_runs._run import Run
 
 __all__ = (
+    "Answer",
+    "ContinuationStore",
     "DEFAULT_GRACE",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_ENTRIES",
     "DEFAULT_TTL",
-    "Answer",
-    "ContinuationStore",
     "MemoryContinuations",
     "answers",
     "claim",

@@ -30,9 +30,9 @@ from ambient_runs.errors import InterruptMismatchError, InterruptPayloadError
 
 __all__ = (
     "APPROVAL",
+    "Approval",
     "METADATA_KEY",
     "QUESTION",
-    "Approval",
     "ResumeToken",
     "approval_message",
     "approval_schema",
