@@ -296,7 +296,8 @@ class AgentApp:
 
     Raises:
         TypeError: *agent* cannot be called with the `Run`, or *run_options*
-            holds an option `Run` does not take, or *sink* or *request*.
+            holds an option `Run` does not take, or *sink* or *request*, or
+            *continuations* is not a `ContinuationStore`.
         ValueError: A limit is negative, *keep_alive* or *body_timeout* not
             positive, an origin is not ``scheme://host[:port]``, or
             *capabilities* holds a group or field ``AgentCapabilities`` does not
@@ -364,6 +365,9 @@ class AgentApp:
                 raise TypeError(msg)
         if continuations is None:
             continuations = _continuations_of(store)
+        elif not isinstance(continuations, ContinuationStore):
+            msg = f"continuations must be a ContinuationStore, not {continuations!r}"
+            raise TypeError(msg)
         if continuations is not None:
             run_options = {**run_options, "continuations": continuations}
         options = {k: v for k, v in run_options.items() if k != "buffer"}

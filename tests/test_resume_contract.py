@@ -424,3 +424,5 @@ class TestWhereAppsKeepThem:
         """continuations= that is not a ContinuationStore: TypeError naming the protocol."""
         with pytest.raises(TypeError, match="ContinuationStore"):
             ar.Run({"threadId": "t", "runId": "r", "messages": []}, continuations=object())  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="ContinuationStore"):
+            AgentApp(KINDS["pydantic-ai"].make_agent(), continuations=object())  # type: ignore[arg-type]
