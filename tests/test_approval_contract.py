@@ -187,3 +187,43 @@ class TestFrameworkQuestions:
         assert "responseSchema" not in interrupt
         events = await turns.answer(entries([interrupt], status="resolved", payload="yes"))
         assert ["paid"] == results_for([interrupt], events)
+
+    async def test_a_langgraph_value_may_say_how_to_ask(self) -> None:
+        """interrupt({"message", "responseSchema", ...}): they become the interrupt's own."""
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.graph import START, MessagesState, StateGraph
+        from langgraph.types import interrupt
+
+        from ambient_runs.adapters.langgraph import run_graph
+
+        schema = {"type": "object", "properties": {"amount": {"type": "integer"}}}
+        answers: list[Any] = []
+
+        def ask(state: MessagesState) -> dict[str, Any]:
+            answers.append(interrupt({"message": "How much?", "responseSchema": schema}))
+            return {}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("ask", ask)
+        builder.add_edge(START, "ask")
+        graph = builder.compile(checkpointer=InMemorySaver())
+
+        async def agent(run: Any) -> Any:
+            await run_graph(graph, {"messages": []}, name="asker")
+            return answers[-1]
+
+        app = AgentApp(agent, continuations=MemoryContinuations())
+        [interrupt_] = (await post(app, "r1"))[-1]["outcome"]["interrupts"]
+        events = await post(
+            app, "r2", resume=entries([interrupt_], status="resolved", payload={"amount": 5})
+        )
+
+        assert ("input_required", "How much?", schema) == (
+            interrupt_["reason"],
+            interrupt_["message"],
+            interrupt_["responseSchema"],
+        )
+        assert {"message": "How much?", "responseSchema": schema} == (
+            interrupt_["metadata"]["ambient_runs"]["value"]
+        )
+        assert {"amount": 5} == events[-1]["result"]

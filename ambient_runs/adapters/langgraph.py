@@ -39,9 +39,10 @@ the final state                        returned; with *name*, its JSON form is
 whose id is ``langgraph:<graph subagent id>:<LangGraph interrupt id>``, with
 ``reason: "input_required"`` (LangGraph's ``interrupt(value)`` is the
 framework's own question, not an approval) and the interrupt's value in one
-place, ``metadata["ambient_runs"]["value"]`` (also the ``message`` when it is
-a string; a JSON schema the value carries as ``response_schema`` is the
-``responseSchema``). An ``interrupt()`` inside a tool also names
+place, ``metadata["ambient_runs"]["value"]``. The ``message`` is the value
+when it is a string, or a dict value's ``"message"``; the ``responseSchema`` is
+a dict value's ``"responseSchema"`` (``interrupt({"message": "Pay 5 EUR?",
+"responseSchema": {...}, ...})``). An ``interrupt()`` inside a tool also names
 ``toolCallId``, the paused call, and its id also
 carries that call (``…:<LangChain call id>:<our call id>``), so that when the
 tool runs again on resume its result answers the original call
@@ -127,12 +128,16 @@ def _as_interrupt(
     graph_interrupt: Any, owner: str | None, call: ToolCallIds | None = None
 ) -> ev.Interrupt:
     value = jsonable(getattr(graph_interrupt, "value", None))
-    schema = getattr(graph_interrupt, "response_schema", None)
+    # A dict value may say how to ask: its "message" and "responseSchema" (as
+    # ag-ui-langgraph reads them); the value itself stays whole in the metadata.
+    asks = value if isinstance(value, dict) else {}
+    message = value if isinstance(value, str) else asks.get("message")
+    schema = getattr(graph_interrupt, "response_schema", None) or asks.get("responseSchema")
     return ev.Interrupt(
         id=_interrupt_id(owner, str(graph_interrupt.id), call),
         reason=QUESTION,
         subagent_run_id=owner,
-        message=value if isinstance(value, str) else None,
+        message=message if isinstance(message, str) else None,
         tool_call_id=None if call is None else call[1],
         response_schema=schema if isinstance(schema, dict) else None,
         metadata={METADATA_KEY: {"value": value}},
