@@ -32,6 +32,7 @@ from ambient_runs._pipeline import Pipeline, Sink, Transformer
 from ambient_runs._scopes import Frame, PlainFrame
 from ambient_runs._state import initial_state
 from ambient_runs._subagent import Emitters
+from ambient_runs.continuations import ContinuationStore, default_store
 from ambient_runs.errors import ProtocolError, RunCancelledError
 
 if TYPE_CHECKING:
@@ -197,6 +198,11 @@ class Run(Emitters, RunAccessors):
         record_messages: Keep the run's history (`messages`, `publish_messages`).
             Off (the default), `messages` is only the conversation before the
             run, and `publish_messages` raises `MessagesNotRecordedError`.
+        continuations: Where framework adapters keep what they need to continue
+            an interrupt, keyed by its id (`continuations`, an
+            `ambient_runs.continuations.ContinuationStore`); by default the
+            process-wide `ambient_runs.continuations.default_store`. Share one
+            (``RedisContinuations``) so any worker can continue any interrupt.
 
     Raises:
         InvalidInputError: The client's state does not convert into *state_type*;
@@ -206,7 +212,8 @@ class Run(Emitters, RunAccessors):
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.2.0
        The run starts from the client's state; *state_type*. *record_messages*:
-       the run records its messages (`messages`, `publish_messages`); *history*.
+       the run records its messages (`messages`, `publish_messages`); *history*;
+       *continuations*.
     """
 
     def __init__(
@@ -224,10 +231,21 @@ class Run(Emitters, RunAccessors):
         describe_error: ErrorDescriber | None = None,
         history: Sequence[ev.Message] | None = None,
         record_messages: bool = False,
+        continuations: ContinuationStore | None = None,
     ) -> None:
         if not isinstance(input, ev.RunAgentInput):
             input = ev.RunAgentInput.from_wire(input)
         self.input = input
+        if continuations is not None and not isinstance(continuations, ContinuationStore):
+            msg = (
+                "continuations must be a ContinuationStore (put, take and drop coroutines, "
+                f"a ttl), not {continuations!r}"
+            )
+            raise TypeError(msg)
+        #: Where framework adapters keep their continuations (*continuations*).
+        self.continuations: ContinuationStore = (
+            continuations if continuations is not None else default_store()
+        )
         before = input.messages if history is None else tuple(history)
         for message in before:
             if not isinstance(message, ev._MESSAGES):

@@ -63,6 +63,7 @@ from ambient_runs._stream import (
     checked_stream,
 )
 from ambient_runs._wire import problem_count
+from ambient_runs.continuations import ContinuationStore, default_store
 from ambient_runs.conversations import ThreadStore, merge_history
 from ambient_runs.errors import AgentError, InvalidInputError, InvalidJSONError
 from ambient_runs.stores import RunStore
@@ -302,6 +303,11 @@ class AgentApp:
             A load that fails is a 503; a save that fails ends a run that would
             have succeeded with ``RUN_ERROR`` code ``thread_store_error`` (see
             ``ambient_runs.conversations``).
+        continuations: Where framework adapters keep what they need to
+            continue an interrupt (`ambient_runs.continuations`): by default
+            beside *store* when that is a ``RedisStore`` (its connection, keys
+            under its prefix; `RedisContinuations.of_store`), so any worker
+            continues any interrupt, else the process's `MemoryContinuations`.
         capabilities: Declarations added to what ``GET …/capabilities``
             answers, in the protocol's ``AgentCapabilities`` shape and wire
             spelling (``{"identity": {"name": "researcher"}, "multiAgent":
@@ -334,7 +340,8 @@ class AgentApp:
     Raises:
         TypeError: *agent* cannot be called with the `Run`, or *run_options*
             holds an option `Run` does not take, or *sink* or *request*, or
-            *authorize* is not a callable taking four arguments.
+            *authorize* is not a callable taking four arguments, or
+            *continuations* is not a `ContinuationStore`.
         ValueError: A limit is negative, *keep_alive* or *body_timeout* not
             positive, an origin is not ``scheme://host[:port]``, ``"*"`` is
             given with *allow_credentials* (list the origins), or
@@ -345,7 +352,8 @@ class AgentApp:
     .. versionchanged:: 0.2.0
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
        plain agents; `Run.request`; *store* and *lease* (detached runs);
-       *capabilities* and ``GET …/capabilities``; *threads*; *authorize*.
+       *capabilities* and ``GET …/capabilities``; *threads*; *authorize*;
+       *continuations*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
@@ -370,6 +378,7 @@ class AgentApp:
         capabilities: Mapping[str, Any] | None = None,
         threads: ThreadStore | None = None,
         authorize: Authorize | None = None,
+        continuations: ContinuationStore | None = None,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
@@ -403,6 +412,13 @@ class AgentApp:
             if owned in run_options:
                 msg = f"AgentApp owns the run's {owned} (the HTTP exchange); do not pass {owned}="
                 raise TypeError(msg)
+        if continuations is None:
+            continuations = _continuations_of(store)
+        elif not isinstance(continuations, ContinuationStore):
+            msg = f"continuations must be a ContinuationStore, not {continuations!r}"
+            raise TypeError(msg)
+        if continuations is not None:
+            run_options = {**run_options, "continuations": continuations}
         options = {k: v for k, v in run_options.items() if k != "buffer"}
         inspect.signature(Run).bind(None, **options)  # a typo fails now, not per request
         self.agent = agent
@@ -415,6 +431,10 @@ class AgentApp:
         self.keep_alive = keep_alive
         self._cors = Cors.of(allow_origins, allow_credentials)
         self.run_options = run_options
+        #: Where framework adapters keep their continuations (*continuations*).
+        self.continuations: ContinuationStore = (
+            continuations if continuations is not None else default_store()
+        )
         self.store = store
         #: The hook asked before every run, join and cancel (None: everything is allowed).
         self.authorize = authorize
@@ -794,6 +814,14 @@ def _check_authorize(authorize: object) -> None:
             f"thread_id, run_id): {fix}"
         )
         raise TypeError(msg) from None
+def _continuations_of(store: RunStore | None) -> ContinuationStore | None:
+    """The continuation store beside *store*: a RedisStore's Redis; None for the default."""
+    if type(store).__module__ != "ambient_runs.stores.redis":
+        return None  # not a RedisStore: never import redis for it
+    from ambient_runs.stores.redis import RedisStore
+    from ambient_runs.stores.redis_continuations import RedisContinuations
+
+    return RedisContinuations.of_store(store) if isinstance(store, RedisStore) else None
 
 
 def _known_capabilities(store: RunStore | None) -> dict[str, dict[str, Any]]:

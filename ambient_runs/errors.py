@@ -6,6 +6,12 @@ plain ``except ValueError`` or ``except LookupError`` still catches it::
 
     AmbientRunsError
     ├── AgentError (RuntimeError)           raised by an agent to tell its client why it failed
+    │   └── InterruptError (+ LookupError)  a resume entry the server cannot continue from
+    │       ├── InterruptUnknownError       ``interrupt_unknown``: never issued (or forgotten)
+    │       ├── InterruptExpiredError       ``interrupt_expired``: answered too late
+    │       ├── InterruptAnsweredError      ``interrupt_answered``: answered already
+    │       ├── InterruptMismatchError      ``interrupt_mismatch``: the agent asks otherwise now
+    │       └── InterruptPayloadError       ``interrupt_payload``: an answer off its responseSchema
     ├── InvalidInputError (ValueError)      malformed RunAgentInput or wire event
     │   └── InvalidJSONError                a request body that is not JSON at all
     ├── InvalidEventError (ValueError)      an event that cannot be put on the wire
@@ -40,6 +46,12 @@ __all__ = (
     "HandleWarning",
     "InvalidEventError",
     "InvalidInputError",
+    "InterruptAnsweredError",
+    "InterruptError",
+    "InterruptExpiredError",
+    "InterruptMismatchError",
+    "InterruptPayloadError",
+    "InterruptUnknownError",
     "InvalidJSONError",
     "LeftOpenWarning",
     "MessagesNotRecordedError",
@@ -84,6 +96,101 @@ class AgentError(AmbientRunsError, RuntimeError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class InterruptError(AgentError, LookupError):
+    """
+    A ``resume`` entry answers an interrupt the server cannot continue from.
+
+    The run ends with ``RUN_ERROR`` carrying the message (the interrupt id the
+    client sent, and what to do) and the subclass's *code*; never with a
+    silent new turn. An `AgentError`, so the client reads the message whatever
+    the run's *expose_errors* says, and a `LookupError`: the id was looked up
+    in the continuation store (`ambient_runs.continuations`) and not found
+    usable there.
+
+    Attributes:
+        interrupt_id: The id the client answered.
+
+    .. versionadded:: 0.2.0
+    """
+
+    #: The ``RUN_ERROR`` code (each subclass has its own).
+    CODE = "interrupt_error"
+
+    def __init__(self, interrupt_id: str, why: str) -> None:
+        super().__init__(f"interrupt {interrupt_id!r} {why}", code=self.CODE)
+        self.interrupt_id = interrupt_id
+
+
+class InterruptUnknownError(InterruptError):
+    """
+    ``interrupt_unknown``: the continuation store never held this interrupt, or forgot it.
+
+    A forged or mistyped id, an id from another deployment (another store), or
+    one older than the store keeps expired and answered interrupts. Start a new
+    turn without ``resume``.
+
+    .. versionadded:: 0.2.0
+    """
+
+    CODE = "interrupt_unknown"
+
+
+class InterruptExpiredError(InterruptError):
+    """
+    ``interrupt_expired``: the interrupt's time to answer (its ``expiresAt``) has passed.
+
+    Only a ``cancelled`` answer is still taken (the official client allows no
+    other); start a new turn to ask again.
+
+    .. versionadded:: 0.2.0
+    """
+
+    CODE = "interrupt_expired"
+
+
+class InterruptAnsweredError(InterruptError):
+    """
+    ``interrupt_answered``: the interrupt was answered already (each is answered once).
+
+    A retried request, a second tab, or a replayed ``resume``: the first answer
+    continued the run; read that run's outcome instead of answering again.
+
+    .. versionadded:: 0.2.0
+    """
+
+    CODE = "interrupt_answered"
+
+
+class InterruptMismatchError(InterruptError):
+    """
+    ``interrupt_mismatch``: the agent's call that would continue the interrupt asks otherwise now.
+
+    The server's code called the framework with another prompt (or under
+    another name) than the call that paused, so continuing would answer a
+    question it no longer asks. The answer is used up; start a new turn.
+
+    .. versionadded:: 0.2.0
+    """
+
+    CODE = "interrupt_mismatch"
+
+
+class InterruptPayloadError(InterruptError):
+    """
+    ``interrupt_payload``: an answer's ``payload`` is off the interrupt's ``responseSchema``.
+
+    An approval is answered ``{"approved": true|false, "message"?: str,
+    "overrideArgs"?: object}`` (``overrideArgs`` only where the schema offers
+    it); anything else is refused rather than guessed at, so a malformed answer
+    never runs a call that needs approval. The interrupt stays answerable:
+    send a corrected answer.
+
+    .. versionadded:: 0.2.0
+    """
+
+    CODE = "interrupt_payload"
 
 
 class InvalidInputError(AmbientRunsError, ValueError):

@@ -1,10 +1,12 @@
 """
 Agent programs for the framework adapter tests, runnable in a fresh process.
 
-``python tests/adapter_programs.py NAME`` reads a RunAgentInput (wire JSON) on
-stdin, runs program NAME on it and prints the run's events, one wire-form JSON
-object a line: how the resume tests continue a run with nothing but what the
-client sends back.
+``python tests/adapter_programs.py NAME REDIS_URL PREFIX`` reads a RunAgentInput
+(wire JSON) on stdin, runs program NAME on it with its continuations on that
+Redis, under PREFIX (`RedisContinuations`), and prints the run's events, one wire-form JSON
+object a line: how the resume tests continue a run after a restart, with
+nothing but what the client sends back (the official client's resume entries)
+and the shared Redis.
 """
 
 from __future__ import annotations
@@ -139,15 +141,21 @@ async def openai_two_approvers(run: ar.Run) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
-async def _main(name: str) -> None:
+async def _main(name: str, redis_url: str, prefix: str) -> None:
+    from ambient_runs.stores.redis_continuations import RedisContinuations
+
     os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
     os.environ.pop("OPENAI_API_KEY", None)
     run_input = ar.RunAgentInput.from_json(sys.stdin.buffer.read())
-    async with ar.Run(run_input) as run:
-        await PROGRAMS[name](run)
+    continuations = RedisContinuations(redis_url, prefix=prefix)
+    try:
+        async with ar.Run(run_input, continuations=continuations) as run:
+            await PROGRAMS[name](run)
+    finally:
+        await continuations.aclose()
     for event in run.events:
         print(json.dumps(ar.to_wire(event)))
 
 
 if __name__ == "__main__":
-    asyncio.run(_main(sys.argv[1]))
+    asyncio.run(_main(*sys.argv[1:4]))

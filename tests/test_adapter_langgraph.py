@@ -400,8 +400,9 @@ class TestInterrupts:
         assert {
             "reason": "input_required",
             "subagentRunId": "r1-sub-1",
-            "metadata": {"langgraph": {"value": {"question": "pay 5?"}}},
-        } == {k: v for k, v in interrupt_.items() if k != "id"}
+            "metadata": {"ambient_runs": {"value": {"question": "pay 5?"}}},
+        } == {k: v for k, v in interrupt_.items() if k not in ("id", "expiresAt")}
+        assert interrupt_["expiresAt"].endswith("Z")  # its continuation expires server-side
         endings = [e for e in out if e["type"] in ("SUBAGENT_FINISHED", "SUBAGENT_ERROR")]
         assert [
             {
@@ -443,13 +444,31 @@ class TestInterrupts:
         [e async for e in ar.stream(agent, make_input("thread-2", "r2", resume=resume))]
         assert [{"status": "cancelled", "payload": None}] == seen
 
-    async def test_resume_entries_of_other_graphs_are_left_alone(self) -> None:
-        """A resume naming interrupts this graph does not have pending runs the input afresh."""
+    async def test_an_answer_to_an_interrupt_never_issued_is_a_named_error(self) -> None:
+        """
+        An id in the old ``langgraph:…`` form that no store issued: ``interrupt_unknown``.
+
+        (It used to run the input afresh: a silent new turn.)
+        """
         graph = react_graph([calling(text="fresh")])
         resume = [ev.ResumeEntry(interrupt_id="langgraph::not-pending", status="resolved")]
-        async with ar.Run(make_input(run_id="r", resume=resume)):
-            final = await run_graph(graph, question(), name="g")
-        assert "fresh" == final["messages"][-1].content
+        with pytest.raises(ar.InterruptUnknownError):
+            async with ar.Run(make_input(run_id="r", resume=resume)) as run:
+                await run_graph(graph, question(), name="g")
+        assert "interrupt_unknown" == wire(run.events)[-1]["code"]
+
+    async def test_without_a_checkpointer_an_unknown_answer_is_still_a_named_error(
+        self,
+    ) -> None:
+        """No checkpointer (nothing to continue): an answer no store issued is still refused."""
+        builder = StateGraph(MessagesState)
+        builder.add_node("noop", lambda state: {})
+        builder.add_edge(START, "noop")
+        graph = builder.compile()
+        resume = [ev.ResumeEntry(interrupt_id="r0-int-1", status="resolved")]
+        with pytest.raises(ar.InterruptUnknownError):
+            async with ar.Run(make_input(run_id="r", resume=resume)):
+                await run_graph(graph, question(), name="g")
 
 
 WORKER = """
@@ -460,14 +479,19 @@ from ambient_runs.testing import make_input
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from test_adapter_langgraph import approval_graph, question
 
-async def main(db, run_id, resume):
+from ambient_runs.stores.redis_continuations import RedisContinuations
+
+async def main(db, run_id, resume, redis_url, prefix):
     seen = []
+    continuations = RedisContinuations(redis_url, prefix=prefix)
     async with AsyncSqliteSaver.from_conn_string(db) as saver:
         async def agent(run):
             final = await run_graph(approval_graph(saver, seen), question(), name="payments")
             return final["messages"][-1].content
         run_input = make_input("thread-p", run_id, resume=[entry(r) for r in resume])
-        events = [ar.to_wire(e) async for e in ar.stream(agent, run_input)]
+        stream = ar.stream(agent, run_input, continuations=continuations)
+        events = [ar.to_wire(e) async for e in stream]
+    await continuations.aclose()
     print(json.dumps({"events": events, "seen": seen}))
 
 def entry(r):
@@ -475,7 +499,7 @@ def entry(r):
         interrupt_id=r["interruptId"], status=r["status"], payload=r.get("payload")
     )
 
-asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3])))
+asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), *sys.argv[4:6]))
 """
 
 
@@ -518,7 +542,7 @@ class TestToolInterrupts:
 
         first = [e async for e in ar.stream(agent, make_input("thread-t", "r1"))]
         [interrupt_] = wire(first)[-1]["outcome"]["interrupts"]
-        assert ("tool_call", "r1-tool-1") == (interrupt_["reason"], interrupt_["toolCallId"])
+        assert ("input_required", "r1-tool-1") == (interrupt_["reason"], interrupt_["toolCallId"])
         assert [] == [e for e in first if isinstance(e, ev.ToolCallResultEvent)]
         [verdict] = client_verify([wire(first)])
         history = ev.RunAgentInput.from_wire(
@@ -540,20 +564,30 @@ class TestToolInterrupts:
 
 
 class TestResumeInAnotherProcess:
-    def test_a_new_process_resumes_from_the_sqlite_checkpointer(self, tmp_path: Any) -> None:
-        """Run 1 and run 2 in two processes: only the SQLite file and the client's answer."""
+    def test_a_new_process_resumes_from_the_sqlite_checkpointer(
+        self, tmp_path: Any, redis_url: str
+    ) -> None:
+        """
+        Run 1 and run 2 in two processes: only the SQLite file, the continuations' Redis
+        and the client's answer (``buildResumeArray``'s entry) between them.
+        """
         import json
         import os
+        import uuid
         from pathlib import Path
 
         script = tmp_path / "worker.py"
         script.write_text(WORKER)
         db = str(tmp_path / "checkpoints.sqlite")
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+        prefix = f"t-{uuid.uuid4().hex}:"
+        # This checkout's package first, whatever the venv has installed.
+        here = Path(__file__).parent
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
 
         def process(run_id: str, resume: list[dict[str, Any]]) -> dict[str, Any]:
             out = subprocess.run(
-                [sys.executable, "-W", "error", str(script), db, run_id, json.dumps(resume)],
+                [sys.executable, "-W", "error", str(script), db, run_id, json.dumps(resume),
+                 redis_url, prefix],
                 capture_output=True, text=True, check=True, env=env, timeout=120,
             )  # fmt: skip
             result: dict[str, Any] = json.loads(out.stdout)

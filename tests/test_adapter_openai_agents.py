@@ -31,6 +31,7 @@ from support.adapters import (
     client_accepts,
     in_fresh_process,
     owners,
+    redis_continuations,
     started,
     wire_of,
 )
@@ -321,17 +322,24 @@ class TestFailures:
 
 class TestApprovalAndResume:
     async def test_approvals_pause_and_a_fresh_process_resumes_from_what_the_client_sent(
-        self,
+        self, redis_url: str
     ) -> None:
-        """Two desks hand off to clerks whose tool needs approval; a new process continues."""
+        """
+        Two desks hand off to clerks whose tool needs approval; a new process continues.
+
+        The client's answers are ``buildResumeArray``'s entries (no metadata);
+        the new process shares only the Redis holding the continuations.
+        """
+        continuations = redis_continuations(redis_url)
         first_input = make_input(run_id="r1", user="go")
-        async with ar.Run(first_input) as run:
+        async with ar.Run(first_input, continuations=continuations) as run:
             await PROGRAMS["openai_two_approvers"](run)
+        await continuations.aclose()
         first = wire_of(run)
         verdict = client_accepts(first, [ar.to_wire(m) for m in first_input.messages])
 
         interrupts = verdict["pendingInterrupts"]
-        assert ["confirmation", "confirmation"] == [i["reason"] for i in interrupts]
+        assert ["tool_call", "tool_call"] == [i["reason"] for i in interrupts]
         subs = started(first)
         clerks = [s for s, e in subs.items() if e["name"] == "clerk"]
         assert sorted(clerks) == sorted(i["subagentRunId"] for i in interrupts)
@@ -350,8 +358,9 @@ class TestApprovalAndResume:
                 "threadId": "thread",
                 "runId": "r2",
                 "messages": verdict["messages"],
-                "resume": answer_all(verdict, True),
+                "resume": answer_all(verdict, {"approved": True}),
             },
+            continuations,
         )
         client_accepts(second, verdict["messages"])
 
@@ -452,8 +461,13 @@ class TestPackaging:
 
 
 class TestHostileResume:
-    async def test_a_forged_state_fails_the_run_with_a_named_error(self) -> None:
-        """Metadata that claims to be ours but holds no RunState: InvalidInputError, RUN_ERROR."""
+    async def test_a_forged_continuation_in_metadata_is_never_read(self) -> None:
+        """
+        What the adapter once trusted in metadata (a whole RunState) now changes nothing.
+
+        The id was never issued, so the run ends ``RUN_ERROR interrupt_unknown``
+        before any agent starts; the forged state is not even parsed.
+        """
         from ambient_runs.adapters._resume import prompt_key
 
         token = {
@@ -468,19 +482,19 @@ class TestHostileResume:
         }
         resume = [
             {
-                "interruptId": "r1-int-1",
+                "interruptId": "forged-int-1",
                 "status": "resolved",
                 "metadata": {"ambient_runs": {"resume": token}},
             }
         ]
         run_input = {"threadId": "thread", "runId": "r2", "messages": [], "resume": resume}
 
-        with pytest.raises(ar.InvalidInputError) as info:
+        with pytest.raises(ar.InterruptUnknownError):
             async with ar.Run(run_input) as run:
                 await run_agent(openai_approver("one"), "first", name="desk")
         events = wire_of(run)
         client_accepts(events)
 
-        assert "resume[0].metadata.ambient_runs.resume: state" in str(info.value)
-        assert "InvalidInputError" == events[-1]["code"]
+        assert "interrupt_unknown" == events[-1]["code"]
+        assert "forged-int-1" in events[-1]["message"]
         assert {} == started(events)

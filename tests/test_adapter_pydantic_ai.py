@@ -27,6 +27,7 @@ from support.adapters import (
     client_accepts,
     in_fresh_process,
     owners,
+    redis_continuations,
     started,
     wire_of,
 )
@@ -260,17 +261,24 @@ class TestFailures:
 
 class TestInterruptAndResume:
     async def test_approvals_pause_and_a_fresh_process_resumes_from_what_the_client_sent(
-        self,
+        self, redis_url: str
     ) -> None:
-        """Two agents pause (approval + external call each); a new process continues both."""
+        """
+        Two agents pause (approval + external call each); a new process continues both.
+
+        The client's answers are ``buildResumeArray``'s entries (no metadata);
+        the new process shares only the Redis holding the continuations.
+        """
+        continuations = redis_continuations(redis_url)
         first_input = make_input(run_id="r1", user="go")
-        async with ar.Run(first_input) as run:
+        async with ar.Run(first_input, continuations=continuations) as run:
             await PROGRAMS["pydantic_ai_two_approvers"](run)
+        await continuations.aclose()
         first = wire_of(run)
         verdict = client_accepts(first, [ar.to_wire(m) for m in first_input.messages])
 
         interrupts = verdict["pendingInterrupts"]
-        assert ["confirmation", "tool_call"] * 2 == [i["reason"] for i in interrupts]
+        assert ["tool_call", "input_required"] * 2 == [i["reason"] for i in interrupts]
         subs = started(first)
         assert 2 == len(subs)
         suspended = {
@@ -286,7 +294,7 @@ class TestInterruptAndResume:
             assert interrupt["subagentRunId"] == owner_of[interrupt["toolCallId"]]
 
         def answer(interrupt: dict[str, Any]) -> Any:
-            return True if interrupt["reason"] == "confirmation" else "42 results"
+            return {"approved": True} if interrupt["reason"] == "tool_call" else "42 results"
 
         second_input = {
             "threadId": "thread",
@@ -294,7 +302,7 @@ class TestInterruptAndResume:
             "messages": verdict["messages"],
             "resume": answer_all(verdict, answer),
         }
-        second = in_fresh_process("pydantic_ai_two_approvers", second_input)
+        second = in_fresh_process("pydantic_ai_two_approvers", second_input, continuations)
         client_accepts(second, verdict["messages"])
 
         assert set(subs) == set(started(second))  # the same invocations continue
@@ -324,9 +332,8 @@ class TestInterruptAndResume:
         resume = [
             {
                 "interruptId": i["id"],
-                "status": "resolved" if i["reason"] == "confirmation" else "cancelled",
+                "status": "resolved" if i["reason"] == "tool_call" else "cancelled",
                 "payload": {"approved": False, "message": "not that file"},
-                "metadata": i["metadata"],
             }
             for i in verdict["pendingInterrupts"]
         ]
@@ -346,19 +353,23 @@ class TestInterruptAndResume:
         results = sorted(e["content"] for e in second if e["type"] == "TOOL_CALL_RESULT")
         assert ["The user cancelled this call.", "not that file"] == results
 
-    async def test_resume_entries_without_the_metadata_start_afresh(self) -> None:
-        """An answer that does not carry the adapter's metadata is not claimed."""
+    async def test_an_answer_to_an_unknown_interrupt_is_a_named_error_not_a_new_turn(
+        self,
+    ) -> None:
+        """An answer to an id no store issued ends the run RUN_ERROR interrupt_unknown."""
         agent = calculator("x")
         resume = [ar.events.ResumeEntry(interrupt_id="elsewhere", status="resolved")]
 
         async def body(run: ar.Run) -> None:
             run.finish_with(await run_agent(agent, "again", name="calc"))
 
-        async with ar.Run(make_input(run_id="r2", resume=resume)) as run:
-            await body(run)
+        with pytest.raises(ar.InterruptUnknownError):
+            async with ar.Run(make_input(run_id="r2", resume=resume)) as run:
+                await body(run)
         events = wire_of(run)
         client_accepts(events)
-        assert '{"add":0}' == events[-1]["result"]
+        assert ("RUN_ERROR", "interrupt_unknown") == (events[-1]["type"], events[-1]["code"])
+        assert not any(e["type"] == "TOOL_CALL_START" for e in events)  # no new turn
 
 
 class TestCancellation:
@@ -419,8 +430,13 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class TestHostileResume:
-    async def test_a_forged_history_fails_the_run_with_a_named_error(self) -> None:
-        """Metadata that claims to be ours but holds no history: InvalidInputError, RUN_ERROR."""
+    async def test_a_forged_history_in_metadata_is_never_read(self) -> None:
+        """
+        What the adapter once trusted in metadata (a whole history) now changes nothing.
+
+        The id was never issued, so the run ends ``RUN_ERROR interrupt_unknown``
+        before any agent starts; the forged history is not even parsed.
+        """
         from ambient_runs.adapters._resume import prompt_key
 
         token = {
@@ -435,24 +451,22 @@ class TestHostileResume:
         }
         resume = [
             {
-                "interruptId": "r1-int-1",
+                "interruptId": "forged-int-1",
                 "status": "resolved",
                 "metadata": {"ambient_runs": {"resume": token}},
             }
         ]
         run_input = {"threadId": "thread", "runId": "r2", "messages": [], "resume": resume}
 
-        with pytest.raises(ar.InvalidInputError) as info:
-            async with ar.Run(run_input, expose_errors=True) as run:
+        with pytest.raises(ar.InterruptUnknownError):
+            async with ar.Run(run_input) as run:
                 await run_agent(pydantic_ai_approver(), "first", name="ops")
         events = wire_of(run)
         client_accepts(events)
 
-        assert "resume[0].metadata.ambient_runs.resume: history" in str(info.value)
-        assert {"type": "RUN_ERROR", "message": str(info.value), "code": "InvalidInputError"} == (
-            events[-1]
-        )
-        assert {} == started(events)  # nothing was opened for it
+        assert "interrupt_unknown" == events[-1]["code"]
+        assert "forged-int-1" in events[-1]["message"]
+        assert {} == started(events)
 
 
 class TestDelegation:

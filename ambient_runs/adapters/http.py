@@ -34,11 +34,20 @@ propagates, so the run finishes with a ``cancelled`` outcome. A remote that
 cancels its own run (a ``cancelled`` outcome) fails the subagent with code
 ``cancelled`` and `RelayError`.
 
-**Resuming.** When the ambient run resumes interrupts this relay raised, the
-remote gets its own answers: ``input.resume`` is filled with the entries of
-`ambient_runs.relay_resume` (ids restored) unless the input already has some,
-the remote's part of the conversation (`ambient_runs.relay_messages`) is added
-to ``input.messages``, and the invocation continues under its old subagent id.
+**Resuming.** When the remote pauses, each of its interrupts is kept in the
+run's continuation store (`ambient_runs.continuations`) under the namespaced
+id the client sees: which relay (*name*), which invocation, and the remote's
+own interrupt id. When the ambient run resumes them (with the entries
+``buildResumeArray`` builds: ``{interruptId, status, payload}``), the
+remote gets its own answers: ``input.resume`` is filled with them (the
+remote's ids, from the store; ``status`` and ``payload`` as the client sent
+them, its ``metadata`` not forwarded) unless the input already has some, the
+remote's part of the conversation (`ambient_runs.relay_messages`) is added to
+``input.messages``, and the invocation continues under its old subagent id.
+An answer the store cannot continue ends the run with ``RUN_ERROR``
+(``interrupt_unknown``, ``interrupt_expired``, ``interrupt_answered``); when
+the remote refuses an answer's payload (``interrupt_payload``, its interrupt
+kept answerable), the relay keeps its own continuations answerable too.
 ``input.parentRunId`` names the calling run unless given.
 
 .. versionadded:: 0.1.0
@@ -60,6 +69,10 @@ import attrs
 
 import ambient_runs as ar
 from ambient_runs import Run, RunAgentInput, RunCancelledError
+from ambient_runs import events as ev
+from ambient_runs._relay import _decode_interrupt_id
+from ambient_runs.continuations import Answer, claim, keep
+from ambient_runs.errors import InterruptPayloadError
 
 __all__ = ("DEFAULT_TIMEOUT", "relay")
 
@@ -113,6 +126,9 @@ async def relay(
             ``invalid_stream``); the subagent has ended with ``SUBAGENT_ERROR``
             and the run goes on.
         Interrupted: The remote run paused on interrupts.
+        InterruptError: The run answers an interrupt the continuation store
+            cannot continue (``interrupt_unknown``, ``interrupt_expired``,
+            ``interrupt_answered``).
         RunCancelledError: The run was cancelled (`Run.cancel`) meanwhile.
         NoActiveRunError: No run is ambient.
         InvalidInputError: *input* is a dict that is not a ``RunAgentInput``.
@@ -121,7 +137,9 @@ async def relay(
     """
     run = ar.current_run()
     remote = input if isinstance(input, RunAgentInput) else RunAgentInput.from_wire(input)
-    remote = _resumed(remote, name, run)
+    answers = await _claimed(run, name)
+    sid = answers[0].data["subagentRunId"] if answers else None
+    remote = _resumed(remote, name, run, answers, sid)
     request_headers = {
         "content-type": "application/json",
         "accept": "text/event-stream",
@@ -129,18 +147,56 @@ async def relay(
     }
     body = ar.encode_json(remote)
     stream = _stream(client, url, body, request_headers, timeouts, run)
-    return await ar.relay(stream, name=name, description=description)
+    try:
+        return await ar.relay(stream, name=name, description=description, id=sid)
+    except ar.Interrupted as paused:
+        kept = [await keep(run, i, _continuation(name, i)) for i in paused.interrupts]
+        raise ar.Interrupted(kept) from None
+    except ar.RelayError as failed:
+        if failed.code == InterruptPayloadError.CODE:
+            # The remote refused an answer and kept its interrupt answerable: so do we.
+            for answer in answers:
+                await run.continuations.put(answer.interrupt_id, answer.data)
+        raise
 
 
-def _resumed(remote: RunAgentInput, name: str, run: Run) -> RunAgentInput:
+ADAPTER = "relay"
+
+
+def _continuation(name: str, interrupt: ev.Interrupt) -> dict[str, Any]:
+    """What the server keeps of a relayed interrupt: which relay, invocation and remote id."""
+    relayed, sid, foreign = _decode_interrupt_id(interrupt.id) or (name, "", interrupt.id)
+    return {"adapter": ADAPTER, "name": relayed, "subagentRunId": sid, "foreign": foreign}
+
+
+async def _claimed(run: Run, name: str) -> list[Answer]:
+    """The answers to one suspended invocation of the relay called *name*, from the store."""
+
+    def select(free: list[Answer]) -> list[Answer]:
+        ours = [a for a in free if a.data.get("adapter") == ADAPTER and a.data.get("name") == name]
+        first = min((a.data["subagentRunId"] for a in ours), default=None)
+        return [a for a in ours if a.data["subagentRunId"] == first]
+
+    if not run.resume:
+        return []
+    return await claim(run, select)
+
+
+def _resumed(
+    remote: RunAgentInput, name: str, run: Run, answers: list[Answer], sid: str | None
+) -> RunAgentInput:
     """*remote* with what a resumed invocation needs: its answers, its history, its parent."""
     changes: dict[str, Any] = {}
     if remote.parent_run_id is None:
         changes["parent_run_id"] = run.run_id
-    answers = ar.relay_resume(name)
     if answers and not remote.resume:
-        changes["resume"] = answers
-    history = ar.relay_messages(name)
+        changes["resume"] = tuple(
+            ev.ResumeEntry(
+                interrupt_id=a.data["foreign"], status=a.entry.status, payload=a.entry.payload
+            )
+            for a in answers
+        )
+    history = ar.relay_messages(name, id=sid) if sid is not None else ()
     if history:
         known = {m.id for m in remote.messages}
         changes["messages"] = (*remote.messages, *(m for m in history if m.id not in known))

@@ -26,7 +26,9 @@ a tool that raises                     ``TOOL_CALL_RESULT`` ``{"error", "type"}`
                                        exception propagates
 an ``AIMessage`` a node returns        a whole text message (unless it was streamed)
 without a model
-``interrupt(value)``                   `Interrupted`: the graph's subagent (and a
+``interrupt(value)``                   an ``input_required`` `Interrupt` (the value
+                                       in ``metadata.ambient_runs.value``), raised as
+                                       `Interrupted`: the graph's subagent (and a
                                        decorated node's) ends ``suspended``, the run
                                        ends with an ``interrupt`` outcome
 the final state                        returned; with *name*, its JSON form is
@@ -34,20 +36,31 @@ the final state                        returned; with *name*, its JSON form is
 =====================================  ==============================================
 
 **Interrupts and resume.** Each LangGraph interrupt becomes an AG-UI `Interrupt`
-whose id is ``langgraph:<graph subagent id>:<LangGraph interrupt id>``
-(``reason`` ``input_required``; the interrupt's value in
-``metadata["langgraph"]["value"]``, and as ``message`` when it is a string; its
-JSON schema as ``responseSchema``). An ``interrupt()`` inside a tool is
-``reason`` ``tool_call`` with ``toolCallId`` the paused call, and its id also
+whose id is ``langgraph:<graph subagent id>:<LangGraph interrupt id>``, with
+``reason: "input_required"`` (LangGraph's ``interrupt(value)`` is the
+framework's own question, not an approval) and the interrupt's value in one
+place, ``metadata["ambient_runs"]["value"]``. The ``message`` is the value
+when it is a string, or a dict value's ``"message"``; the ``responseSchema`` is
+a dict value's ``"responseSchema"`` (``interrupt({"message": "Pay 5 EUR?",
+"responseSchema": {...}, ...})``). An ``interrupt()`` inside a tool also names
+``toolCallId``, the paused call, and its id also
 carries that call (``…:<LangChain call id>:<our call id>``), so that when the
 tool runs again on resume its result answers the original call
 (``TOOL_CALL_RESULT`` against it, not restreamed, when the client's history
 holds it). Nothing is kept in memory: the graph's
 checkpointer holds the paused state under ``thread_id`` (the run's
 ``threadId`` unless *config* names one), and the next run's ``resume`` names
-the interrupts. When ``run_graph`` finds among them interrupts its graph has
-pending, it runs ``Command(resume={<LangGraph id>: value, …})`` instead of
-*input*, under the same subagent id. The value is the entry's ``payload`` for
+the interrupts. Which graph interrupt an id stands for, and which tool call
+it paused, is kept on the server too, in the run's continuation store
+(`ambient_runs.continuations`): the id itself is never decoded, so an id the
+server did not issue is ``RUN_ERROR interrupt_unknown`` (likewise
+``interrupt_expired`` and ``interrupt_answered``); the entry
+``buildResumeArray`` builds (``{interruptId, status, payload}``) is all the
+client sends. When ``run_graph`` finds among the answers interrupts its graph
+has pending, it runs ``Command(resume={<LangGraph id>: value, …})`` instead of
+*input*, under the same subagent id; an answer of this graph's (same *name*)
+that the graph no longer has pending (its checkpoint moved on) is
+``RUN_ERROR interrupt_mismatch``. The value is the entry's ``payload`` for
 ``status: "resolved"``, and ``{"status": "cancelled", "payload": …}`` for
 ``"cancelled"``.
 
@@ -68,12 +81,10 @@ graph's scope).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 from uuid import UUID
 
 from ambient_runs.errors import needs_extra
@@ -93,6 +104,9 @@ import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs._outcomes import register_suspending
 from ambient_runs.adapters._common import ToolCalls, cancel_guard, error_content, jsonable
+from ambient_runs.adapters._resume import METADATA_KEY, QUESTION
+from ambient_runs.continuations import Answer, answers, claim, keep
+from ambient_runs.errors import InterruptMismatchError
 
 __all__ = ("run_graph",)
 
@@ -110,30 +124,23 @@ def _interrupt_id(owner: str | None, graph_interrupt_id: str, call: ToolCallIds 
     return f"{base}:{quote(call[0], safe='')}:{quote(call[1], safe='')}"
 
 
-def _decode(interrupt_id: str) -> tuple[str | None, str, ToolCallIds | None] | None:
-    """(graph subagent id, LangGraph interrupt id, the paused tool call) of one of our ids."""
-    if not interrupt_id.startswith(_PREFIX):
-        return None
-    parts = interrupt_id[len(_PREFIX) :].split(":")
-    if len(parts) not in (2, 4) or not parts[1]:
-        return None
-    call = (unquote(parts[2]), unquote(parts[3])) if len(parts) == 4 else None
-    return unquote(parts[0]) or None, parts[1], call
-
-
 def _as_interrupt(
     graph_interrupt: Any, owner: str | None, call: ToolCallIds | None = None
 ) -> ev.Interrupt:
     value = jsonable(getattr(graph_interrupt, "value", None))
-    schema = getattr(graph_interrupt, "response_schema", None)
+    # A dict value may say how to ask: its "message" and "responseSchema" (as
+    # ag-ui-langgraph reads them); the value itself stays whole in the metadata.
+    asks = value if isinstance(value, dict) else {}
+    message = value if isinstance(value, str) else asks.get("message")
+    schema = getattr(graph_interrupt, "response_schema", None) or asks.get("responseSchema")
     return ev.Interrupt(
         id=_interrupt_id(owner, str(graph_interrupt.id), call),
-        reason="input_required" if call is None else "tool_call",
+        reason=QUESTION,
         subagent_run_id=owner,
-        message=value if isinstance(value, str) else None,
+        message=message if isinstance(message, str) else None,
         tool_call_id=None if call is None else call[1],
         response_schema=schema if isinstance(schema, dict) else None,
-        metadata={"langgraph": {"value": value}},
+        metadata={METADATA_KEY: {"value": value}},
     )
 
 
@@ -148,40 +155,57 @@ def _read_graph_interrupt(exc: BaseException) -> tuple[ev.Interrupt, ...]:
 
 register_suspending(GraphInterrupt, _read_graph_interrupt)
 
-_claimed: weakref.WeakKeyDictionary[ar.Run, set[str]] = weakref.WeakKeyDictionary()
-_claims_lock = threading.Lock()
+ADAPTER = "langgraph"
 
 
 async def _resume_of(
-    graph: Any, config: dict[str, Any], run: ar.Run, calls: ToolCalls
+    graph: Any, config: dict[str, Any], run: ar.Run, calls: ToolCalls, name: str | None
 ) -> tuple[Command[Any] | None, str | None]:
     """
     The ``Command(resume=...)`` for the interrupts of *graph* this run answers, if any.
 
-    The tool calls those interrupts paused are made known to *calls*, so their
-    results answer the original calls.
+    The answers are claimed from the continuations this adapter kept (never
+    read off the ids). The tool calls those interrupts paused are made known to
+    *calls*, so their results answer the original calls.
+
+    Raises:
+        InterruptError: An answer the store cannot continue, or one of this
+            graph's (*name*) that the graph no longer has pending.
     """
-    answers = [(d, e) for e in run.resume if (d := _decode(e.interrupt_id)) is not None]
-    if not answers or not getattr(graph, "checkpointer", None):
+    if not run.resume:
+        return None, None
+    if not getattr(graph, "checkpointer", None):
+        await answers(run)  # no checkpoint to continue: still, never a silent new turn
         return None, None
     state = await graph.aget_state(config)
     pending = {str(i.id) for i in getattr(state, "interrupts", ()) or ()}
+    stale: list[Answer] = []
+
+    def select(free: list[Answer]) -> list[Answer]:
+        ours = [a for a in free if a.data.get("adapter") == ADAPTER and a.data.get("name") == name]
+        stale.extend(a for a in ours if a.data.get("graph") not in pending)
+        return [a for a in ours if a.data.get("graph") in pending]
+
+    mine = await claim(run, select)
+    if stale:
+        raise InterruptMismatchError(
+            stale[0].interrupt_id,
+            "is no longer pending in the graph's checkpoint (it moved on); start a new turn",
+        )
     values: dict[str, Any] = {}
     owner: str | None = None
-    with _claims_lock:
-        claimed = _claimed.setdefault(run, set())
-        for (who, graph_id, call), entry in answers:
-            if graph_id not in pending or entry.interrupt_id in claimed:
-                continue
-            claimed.add(entry.interrupt_id)
-            owner = owner or who
-            if call is not None:
-                calls.known[call[0]] = call[1]
-            values[graph_id] = (
-                entry.payload
-                if entry.status == "resolved"
-                else {"status": "cancelled", "payload": entry.payload}
-            )
+    for answer in mine:
+        data, entry = answer.data, answer.entry
+        who = data.get("owner")
+        owner = owner or (who if isinstance(who, str) else None)
+        call = data.get("call")
+        if isinstance(call, list) and len(call) == 2:
+            calls.known[str(call[0])] = str(call[1])
+        values[str(data["graph"])] = (
+            entry.payload
+            if entry.status == "resolved"
+            else {"status": "cancelled", "payload": entry.payload}
+        )
     if not values:
         return None, None
     return Command(resume=values), owner
@@ -226,6 +250,10 @@ async def run_graph(
 
     Raises:
         Interrupted: The graph paused on ``interrupt()``; let it propagate.
+        InterruptError: The run answers an interrupt the continuation store
+            cannot continue (``interrupt_unknown``, ``interrupt_expired``,
+            ``interrupt_answered``), or one this graph no longer has pending
+            (``interrupt_mismatch``).
         RunCancelledError: The run was cancelled (`Run.cancel`) meanwhile.
         NoActiveRunError: No run is ambient.
 
@@ -234,7 +262,7 @@ async def run_graph(
     run = ar.current_run()
     handler = _Handler()
     merged = _with_handler(config, run, handler)
-    command, owner = await _resume_of(graph, merged, run, handler.calls)
+    command, owner = await _resume_of(graph, merged, run, handler.calls, name)
     scope: Any = (
         nullcontext() if name is None else ar.subagent(name, id=owner if command else None)
     )
@@ -262,9 +290,18 @@ async def run_graph(
                 raise
             handler.close(None)
             if paused:
-                raise ar.Interrupted(
-                    *(_as_interrupt(i, here, handler.paused_calls.get(str(i.id))) for i in paused)
-                )
+                kept = []
+                for graph_interrupt in paused:
+                    call = handler.paused_calls.get(str(graph_interrupt.id))
+                    data = {
+                        "adapter": ADAPTER,
+                        "name": name,
+                        "graph": str(graph_interrupt.id),
+                        "owner": here,
+                        "call": list(call) if call is not None else None,
+                    }
+                    kept.append(await keep(run, _as_interrupt(graph_interrupt, here, call), data))
+                raise ar.Interrupted(kept)
             if sub is not None:
                 sub.finish_with(jsonable(final))
     return final

@@ -30,7 +30,7 @@ a handoff (``transfer_to_…`` call,       the call and its result, then a neste
 ``final_output``                         returned; ``SUBAGENT_FINISHED.result`` of the
                                          agent that produced it and of *name*'s subagent
 tools that need approval                 one `Interrupt` per pending approval (reason
-(``needs_approval``)                     ``confirmation``), raised as `Interrupted`
+(``needs_approval``)                     ``tool_call``), raised as `Interrupted`
 an exception                             ``SUBAGENT_ERROR`` for every open invocation;
                                          the exception propagates unchanged
 =======================================  ============================================
@@ -43,19 +43,27 @@ Ids: tool calls get fresh ``<run id>-tool-<n>`` ids and messages the run's
 own ids, so concurrent agents never collide (``ScriptedModel`` names every
 call ``call_1`` and every message ``scripted-message``).
 
-**Approvals and resume.** Each pending approval's interrupt names the call
-(``toolCallId``) and carries in ``metadata["ambient_runs"]["resume"]`` the
-SDK's serialised ``RunState`` (``to_json()``) and the invocations it paused
-(the handoff chain). Nothing stays in the process. The client sends the
-interrupt's ``metadata`` back in its ``ResumeEntry``; the next run's call with
-the same *name* and input restores the state with ``RunState.from_json``,
-approves (``status: "resolved"`` with no payload, ``true`` or
-``{"approved": true}``) or rejects (``"cancelled"``, ``false``,
-``{"approved": false, "message": …}``) each call, and continues the same
-invocations under their old ids. The state holds the conversation and comes
-back from the client: trust it as you trust the client. The run context is
-serialised with the SDK's defaults (pass ``context_serializer`` /
-``context_deserializer`` through *run_kwargs* is not supported: use a
+**Approvals and resume.** Each pending approval is an interrupt with
+``reason: "tool_call"``, the call's ``toolCallId``, a ``message`` (``Approve
+delete({"path": "/tmp"})?``), the ``responseSchema`` every adapter's approvals
+share (``{"approved": bool, "message"?: str}``; no ``overrideArgs``: the SDK
+cannot run an approved call with other arguments), an ``expiresAt``, and in
+``metadata["ambient_runs"]`` only what a UI shows (``toolName``,
+``arguments``). The SDK's serialised ``RunState`` (``to_json()``) and the
+invocations it paused (the handoff chain) stay on the server, in the run's
+continuation store (`ambient_runs.continuations`) under the interrupt's id.
+The client answers with the entry ``buildResumeArray`` builds
+(``{interruptId, status, payload}``; ``metadata`` is ignored); the next run's
+call with the same *name* and input restores the state with
+``RunState.from_json``, approves (``{"approved": true}``) or rejects
+(``{"approved": false, "message"?: …}``, or ``status: "cancelled"``) each
+call, and continues the same invocations under their old ids. Any other
+payload (``overrideArgs`` included) is refused with ``RUN_ERROR
+interrupt_payload`` and the interrupts stay answerable; an answer the store
+cannot continue ends the run with ``RUN_ERROR`` (``interrupt_unknown``,
+``interrupt_expired``, ``interrupt_answered``, ``interrupt_mismatch``). The
+run context is serialised with the SDK's defaults (``context_serializer`` /
+``context_deserializer`` through *run_kwargs* are not supported: use a
 JSON-able context or none).
 
 **Agents as tools.** A nested run started by ``agent.as_tool()`` (through
@@ -115,8 +123,19 @@ from ambient_runs import (
 from ambient_runs import events as ev
 from ambient_runs.adapters import _resume
 from ambient_runs.adapters._common import OpenParts, ToolCalls, cancel_guard, jsonable, text_of
-from ambient_runs.adapters._resume import ResumeToken, claim_resume, prompt_key, resume_metadata
-from ambient_runs.errors import RunCancelledError
+from ambient_runs.adapters._resume import (
+    APPROVAL,
+    ResumeToken,
+    approval_message,
+    claim_resume,
+    continuation,
+    prompt_key,
+    read_approval,
+    restore,
+    ui_metadata,
+)
+from ambient_runs.continuations import keep
+from ambient_runs.errors import InterruptPayloadError, RunCancelledError
 
 __all__ = ("run_agent",)
 
@@ -152,8 +171,9 @@ async def run_agent(
     Raises:
         Interrupted: Tool calls wait for approval (one `Interrupt` each; see the
             module docstring for the resume).
-        InvalidInputError: A resume entry meant for this call carries metadata
-            it cannot continue from (not what the interrupt sent).
+        InterruptError: The run answers an interrupt the continuation store
+            cannot continue (``interrupt_unknown``, ``interrupt_expired``,
+            ``interrupt_answered``, ``interrupt_mismatch``).
         NoActiveRunError: No run is ambient.
         RunCancelledError: The run was cancelled (`Run.cancel`) while the agent ran.
 
@@ -165,12 +185,16 @@ async def run_agent(
     _install_runner()
     run = current_run()
     key = prompt_key(input)
-    tokens = claim_resume(run, ADAPTER, name, key)
+    tokens = await claim_resume(run, ADAPTER, name, key)
     root_id = tokens[0].subagent_run_id if tokens else None
     start_input: Any = input
     calls = ToolCalls(_known_calls(tokens))
     if tokens:
-        start_input = await _restored_state(agent, tokens)
+        try:
+            start_input = await _restored_state(agent, tokens)
+        except InterruptPayloadError:
+            await restore(run, tokens)  # nothing was acted on: the client may answer again
+            raise
 
     root: Subagent | None = None
     if name is not None:
@@ -184,7 +208,7 @@ async def run_agent(
     except BaseException as exc:
         session.abort(exc)
         raise
-    return session.conclude(result, name, key)
+    return await session.conclude(result, name, key)
 
 
 # --------------------------------------------------------------------------- the stream
@@ -419,12 +443,13 @@ class _Session:
 
     # ------------------------------------------------------------------ endings
 
-    def conclude(self, result: Any, name: str | None, key: str) -> Any:
+    async def conclude(self, result: Any, name: str | None, key: str) -> Any:
         """Finish the invocations with the output, or suspend them on the approvals."""
         self.emit(self.items.end_all)
         interruptions = list(getattr(result, "interruptions", None) or ())
         if interruptions:
-            interrupts = self._interrupts(result, interruptions, name, key)
+            made = self._interrupts(result, interruptions, name, key)
+            interrupts = [await keep(self.run, i, data) for i, data in made]
             for _, handle in reversed(self.chain):
                 mine = [i.id for i in interrupts if i.subagent_run_id == handle.id]
                 handle.suspend(mine)
@@ -471,7 +496,8 @@ class _Session:
 
     def _interrupts(
         self, result: Any, interruptions: list[Any], name: str | None, key: str
-    ) -> list[ev.Interrupt]:
+    ) -> list[tuple[ev.Interrupt, dict[str, Any]]]:
+        """One interrupt per approval, each with the continuation the server keeps for it."""
         state = result.to_state().to_json()
         chain = [
             {"name": n, "id": h.id, "parentToolCallId": h.parent_tool_call_id}
@@ -489,31 +515,32 @@ class _Session:
                 call.end()
                 our_id = call.id
             owner = self.handle_for(getattr(item, "agent", None))
-            interrupts.append(
-                ev.Interrupt(
-                    id=self.run.new_interrupt_id(),
-                    reason="confirmation",
-                    message=f"Approve the call to {tool_name}?",
-                    tool_call_id=our_id,
-                    subagent_run_id=owner.id if owner is not None else self.owner,
-                    response_schema=_APPROVAL_SCHEMA,
-                    metadata=resume_metadata(
-                        ADAPTER,
-                        name,
-                        key,
-                        self.root.id if self.root is not None else self.owner,
-                        call=call_id,
-                        toolCallId=our_id,
-                        toolName=tool_name,
-                        chain=chain,
-                        state=state,
-                    ),
-                )
+            data = continuation(
+                ADAPTER,
+                name,
+                key,
+                self.root.id if self.root is not None else self.owner,
+                call=call_id,
+                toolCallId=our_id,
+                toolName=tool_name,
+                chain=chain,
+                state=state,
             )
+            arguments = str(_field(raw, "arguments") or "")
+            interrupt = ev.Interrupt(
+                id=self.run.new_interrupt_id(),
+                reason=APPROVAL,
+                message=approval_message(tool_name, arguments),
+                tool_call_id=our_id,
+                subagent_run_id=owner.id if owner is not None else self.owner,
+                response_schema=_APPROVAL_SCHEMA,
+                metadata=ui_metadata(tool_name, arguments),
+            )
+            interrupts.append((interrupt, data))
         return interrupts
 
 
-_APPROVAL_SCHEMA = _resume.approval_schema("rejects", "rejected")
+_APPROVAL_SCHEMA = _resume.approval_schema(override=False)
 
 
 async def _stopped(result: Any) -> None:
@@ -545,33 +572,19 @@ def _known_calls(tokens: list[ResumeToken]) -> dict[str, str]:
 
 async def _restored_state(agent: Any, tokens: list[ResumeToken]) -> Any:
     """The ``RunState`` the interrupts carried, with every approval answered."""
-    answers = {t.text("call"): t.entry for t in tokens}
-    data = tokens[0].data.get("state")
-    if not isinstance(data, dict):
-        problem = f"state must be an object, got {type(data).__name__}"
-        raise tokens[0].error(problem)
-    try:
-        state = await RunState.from_json(agent, data)
-    except Exception as exc:
-        problem = f"state is not an Agents SDK RunState of this agent ({exc})"
-        raise tokens[0].error(problem) from exc
+    decisions = {t.text("call"): read_approval(t, override=False) for t in tokens}
+    data: dict[str, Any] = tokens[0].data["state"]  # kept by this adapter on the server
+    state = await RunState.from_json(agent, data)
     for item in state.get_interruptions():
         raw = getattr(item, "raw_item", None)
         call_id = str(_field(raw, "call_id") or _field(raw, "id") or "")
-        entry = answers.get(call_id)
-        if entry is None:
+        answer = decisions.get(call_id)
+        if answer is None:
             continue  # unanswered: the SDK asks again, and the run pauses again
-        payload = entry.payload
-        approved = entry.status == "resolved" and payload is not False
-        message = None
-        if isinstance(payload, dict):
-            approved = approved and payload.get("approved", True) is not False
-            text = payload.get("message")
-            message = text if isinstance(text, str) else None
-        if approved:
+        if answer.approved:
             state.approve(item)
-        elif message is not None:
-            state.reject(item, rejection_message=message)
+        elif answer.message is not None:
+            state.reject(item, rejection_message=answer.message)
         else:
             state.reject(item)
     return state

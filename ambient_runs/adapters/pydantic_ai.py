@@ -36,33 +36,42 @@ every call ``pyd_ai_tool_call_id__<tool>``, in every agent), and messages and
 reasoning blocks get the run's own ids, so any number of agents can stream at
 once.
 
-**Deferred calls and resume.** An approval (``reason: "confirmation"``) or an
-external call (``reason: "tool_call"``; ``"input_required"`` for a question)
-carries ``toolCallId`` (the call as streamed) and, in
-``metadata["ambient_runs"]["resume"]``, everything needed to continue: the
-run's message history (pydantic-ai's JSON form), the framework's call id, and
-which invocation it paused. Nothing stays in the process. The client answers
-each interrupt in the next run's ``resume`` and sends the interrupt's
-``metadata`` back in the entry::
-
-    resume: agent.pendingInterrupts.map((i) => ({
-      interruptId: i.id, status: "resolved", payload: true, metadata: i.metadata }))
+**Deferred calls and resume.** An approval (``requires_approval``,
+``ApprovalRequired``) is an interrupt with ``reason: "tool_call"``, the
+``toolCallId`` of the call as streamed, a ``message`` (``Approve
+delete({"path": "/tmp"})?``) and the ``responseSchema`` every adapter's
+approvals share: ``{"approved": bool, "message"?: str, "overrideArgs"?:
+object}``. An external call or a question (``CallDeferred``) is ``reason:
+"input_required"`` with its ``toolCallId``; its answer's payload is the
+tool's result. Each carries an ``expiresAt``, and in
+``metadata["ambient_runs"]`` only what a UI shows (``toolName``,
+``arguments``, and a deferred call's own metadata as ``value``). What the
+adapter needs to continue (the run's message history in pydantic-ai's JSON
+form, the framework's call id, which invocation paused) stays on the server,
+in the run's continuation store (`ambient_runs.continuations`) under the
+interrupt's id. The client answers each interrupt in the next run's
+``resume`` with the entry the official client's ``buildResumeArray`` builds,
+``{interruptId, status, payload}``; anything it sends in ``metadata`` is
+ignored.
 
 The next run's ``run_agent`` call with the same *name* and prompt then
 continues the suspended invocation under its old ``subagentRunId`` with
 ``deferred_tool_results`` built from the answers:
 
-- an approval: ``status: "cancelled"`` or a payload ``false`` denies it;
-  ``true``, no payload, or ``{"approved": true, "overrideArgs": {…}}`` approves
-  it; ``{"approved": false, "message": "…"}`` denies it with that message;
+- an approval: ``{"approved": true}`` runs it (with ``overrideArgs``, with
+  those arguments instead); ``{"approved": false, "message": "…"}`` denies it
+  (the model reads the message); ``status: "cancelled"`` denies it. Any other
+  payload is refused (deny by default) with ``RUN_ERROR interrupt_payload``,
+  and the interrupt stays answerable;
 - an external call: the payload is the tool's result; ``"cancelled"`` makes it
   a failed call (``ToolFailed``) the model sees.
 
 The tools' results then answer the original ``toolCallId`` with
-``TOOL_CALL_RESULT`` and the agent carries on. The history comes back from the
-client, so it is as trustworthy as the client: an approver can already
-override arguments, but do not resume this way across a trust boundary you
-would not let send the conversation itself.
+``TOOL_CALL_RESULT`` and the agent carries on. An answer the store cannot
+continue (unknown, expired, answered already, or meant for a call the agent
+now makes with another prompt) ends the run with ``RUN_ERROR``
+(``interrupt_unknown``, ``interrupt_expired``, ``interrupt_answered``,
+``interrupt_mismatch``).
 
 **Agent delegation.** ``run_agent`` called inside a tool nests that agent's
 invocation under the calling agent's (``parentSubagentRunId``); it has no
@@ -114,7 +123,20 @@ from ambient_runs import (
 from ambient_runs import events as ev
 from ambient_runs.adapters import _resume
 from ambient_runs.adapters._common import OpenParts, ToolCalls, cancel_guard, jsonable
-from ambient_runs.adapters._resume import ResumeToken, claim_resume, prompt_key, resume_metadata
+from ambient_runs.adapters._resume import (
+    APPROVAL,
+    QUESTION,
+    ResumeToken,
+    approval_message,
+    claim_resume,
+    continuation,
+    prompt_key,
+    read_approval,
+    restore,
+    ui_metadata,
+)
+from ambient_runs.continuations import keep
+from ambient_runs.errors import InterruptPayloadError
 
 __all__ = ("run_agent",)
 
@@ -150,8 +172,9 @@ async def run_agent(
     Raises:
         Interrupted: The agent paused on deferred calls or approvals (one
             `Interrupt` each; see the module docstring for the resume).
-        InvalidInputError: A resume entry meant for this call carries metadata
-            it cannot continue from (not what the interrupt sent).
+        InterruptError: The run answers an interrupt the continuation store
+            cannot continue (``interrupt_unknown``, ``interrupt_expired``,
+            ``interrupt_answered``, ``interrupt_mismatch``).
         NoActiveRunError: No run is ambient.
         RunCancelledError: The run was cancelled (`Run.cancel`) while the agent ran.
 
@@ -164,10 +187,14 @@ async def run_agent(
     key = prompt_key(user_prompt)
     tokens: list[ResumeToken] = []
     if "deferred_tool_results" not in run_kwargs:
-        tokens = claim_resume(run, ADAPTER, name, key)
+        tokens = await claim_resume(run, ADAPTER, name, key)
     resumed_id = tokens[0].subagent_run_id if tokens else None
     if tokens:
-        _resume_kwargs(tokens, run_kwargs)
+        try:
+            _resume_kwargs(tokens, run_kwargs)
+        except InterruptPayloadError:
+            await restore(run, tokens)  # nothing was acted on: the client may answer again
+            raise
         user_prompt = None  # the prompt is in the history already
     if "output_type" not in run_kwargs:
         output_type = getattr(agent, "output_type", str)
@@ -196,7 +223,8 @@ async def run_agent(
         output = result.output
         if isinstance(output, DeferredToolRequests):
             owner = scope.id if scope is not None else ar.current_subagent_id()
-            raise Interrupted(_interrupts(output, result, stream.calls, name, key, owner))
+            interrupts = _interrupts(output, result, stream.calls, name, key, owner)
+            raise Interrupted([await keep(run, i, data) for i, data in interrupts])
         if scope is not None:
             scope.finish_with(jsonable(output))
         return output
@@ -310,11 +338,7 @@ class _Stream:
 # --------------------------------------------------------------------------- interrupts
 
 
-_APPROVAL_SCHEMA = _resume.approval_schema(
-    "denies",
-    "denied",
-    overrideArgs={"type": "object", "description": "Arguments to run it with instead."},
-)
+_APPROVAL_SCHEMA = _resume.approval_schema(override=True)
 
 
 def _interrupts(
@@ -324,7 +348,8 @@ def _interrupts(
     name: str | None,
     key: str,
     owner: str | None,
-) -> list[ev.Interrupt]:
+) -> list[tuple[ev.Interrupt, dict[str, Any]]]:
+    """One interrupt per deferred call, each with the continuation the server keeps for it."""
     run = current_run()
     history = _pm.ModelMessagesTypeAdapter.dump_python(result.all_messages(), mode="json")
     pending: list[tuple[Any, str]] = [(p, "approval") for p in requests.approvals]
@@ -338,32 +363,36 @@ def _interrupts(
             call.end()
             our_id = call.id
         extra = requests.metadata.get(part.tool_call_id)
+        data = continuation(
+            ADAPTER,
+            name,
+            key,
+            owner,
+            call=part.tool_call_id,
+            kind=kind,
+            toolCallId=our_id,
+            toolName=part.tool_name,
+            callMetadata=jsonable(extra) if extra else None,
+            history=history,
+        )
         interrupts.append(
-            ev.Interrupt(
-                id=run.new_interrupt_id(),
-                reason={"approval": "confirmation", "question": "input_required"}.get(
-                    kind, "tool_call"
+            (
+                ev.Interrupt(
+                    id=run.new_interrupt_id(),
+                    reason=APPROVAL if kind == "approval" else QUESTION,
+                    message=(
+                        approval_message(part.tool_name, part.args_as_json_str())
+                        if kind == "approval"
+                        else f"The call to {part.tool_name} waits for its result."
+                    ),
+                    tool_call_id=our_id,
+                    subagent_run_id=owner,
+                    response_schema=_APPROVAL_SCHEMA if kind == "approval" else None,
+                    metadata=ui_metadata(
+                        part.tool_name, part.args_as_json_str(), jsonable(extra) if extra else None
+                    ),
                 ),
-                message=(
-                    f"Approve the call to {part.tool_name}?"
-                    if kind == "approval"
-                    else f"The call to {part.tool_name} waits for its result."
-                ),
-                tool_call_id=our_id,
-                subagent_run_id=owner,
-                response_schema=_APPROVAL_SCHEMA if kind == "approval" else None,
-                metadata=resume_metadata(
-                    ADAPTER,
-                    name,
-                    key,
-                    owner,
-                    call=part.tool_call_id,
-                    kind=kind,
-                    toolCallId=our_id,
-                    toolName=part.tool_name,
-                    callMetadata=jsonable(extra) if extra else None,
-                    history=history,
-                ),
+                data,
             )
         )
     return interrupts
@@ -377,29 +406,19 @@ def _resume_kwargs(tokens: list[ResumeToken], run_kwargs: dict[str, Any]) -> Non
         token.text("toolCallId")
         entry = token.entry
         if token.data.get("kind") == "approval":
-            results.approvals[foreign] = _approval(entry)
+            results.approvals[foreign] = _approval(token)
         elif entry.status == "cancelled":
             results.calls[foreign] = ToolFailed("The user cancelled this call.")
         else:
             results.calls[foreign] = entry.payload
     if "message_history" not in run_kwargs:
-        try:
-            history = _pm.ModelMessagesTypeAdapter.validate_python(tokens[0].data.get("history"))
-        except Exception as exc:
-            problem = f"history is not a pydantic-ai message history ({exc})"
-            raise tokens[0].error(problem) from exc
-        run_kwargs["message_history"] = history
+        history = tokens[0].data.get("history")
+        run_kwargs["message_history"] = _pm.ModelMessagesTypeAdapter.validate_python(history)
     run_kwargs["deferred_tool_results"] = results
 
 
-def _approval(entry: ev.ResumeEntry) -> bool | ToolApproved | ToolDenied:
-    payload = entry.payload
-    if entry.status == "cancelled" or payload is False:
-        return ToolDenied("The user cancelled this call.")
-    if isinstance(payload, dict):
-        if payload.get("approved", True) is False:
-            message = payload.get("message")
-            return ToolDenied(message) if isinstance(message, str) else ToolDenied()
-        override = payload.get("overrideArgs")
-        return ToolApproved(override_args=override if isinstance(override, dict) else None)
-    return True
+def _approval(token: ResumeToken) -> ToolApproved | ToolDenied:
+    answer = read_approval(token, override=True)
+    if answer.approved:
+        return ToolApproved(override_args=answer.override_args)
+    return ToolDenied(answer.message or "The user denied this call.")

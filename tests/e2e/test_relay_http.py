@@ -186,9 +186,11 @@ class TestRemoteRelay:
             "reason": "confirmation",
             "subagentRunId": "r1-sub-1/r1-x-sub-1",
             "toolCallId": "r1-sub-1/call-1",
-        } == pending
+        } == {k: v for k, v in pending.items() if k != "expiresAt"}
+        assert pending["expiresAt"].endswith("Z")  # its continuation is kept server-side
 
-        # Nothing survives but the client's conversation and its answer.
+        # Nothing survives but the client's conversation, its answer (buildResumeArray's
+        # entry) and the process's continuation store.
         second = await drive(
             caller,
             [

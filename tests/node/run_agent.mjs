@@ -6,14 +6,20 @@
 //    "runs": [{"input": {threadId?, runId?, messages?, state?, tools?, context?,
 //                        forwardedProps?, resume?},
 //              "abortAfterEvents": N | null, "headers": {...},
-//              "answerTools": {toolName: content, ...}}]}
+//              "answerTools": {toolName: content, ...},
+//              "url"?: "http://...",                       // this run only: another server
+//              "answerInterrupts"?: {status, payload?}}]}  // resume = buildResumeArray(...)
 // ONE HttpAgent is built from the top-level fields, falling back to the first run's
 // input.threadId / input.messages / input.state; the runs then go in order through
 // `agent.runAgent({runId, tools, context, forwardedProps, resume})`, so messages, state and
 // pendingInterrupts carry over between runs exactly as they do in an application. A later run's
 // input.messages / input.state / input.threadId, when given, replace the agent's own first
 // (setMessages / setState / threadId), i.e. they model the application editing the thread.
-// Per-run `headers` are merged over the agent-level ones for that run only.
+// Per-run `headers` are merged over the agent-level ones for that run only; a per-run `url` sends
+// that run to another server (a second worker), the same agent (messages, pendingInterrupts) kept.
+// `answerInterrupts` answers every interrupt the agent holds with that one response, through the
+// client's own `buildResumeArray(agent.pendingInterrupts, {[id]: response})`: the run's
+// `resume` is then exactly what the client builds (the request records it).
 // `answerTools` plays the application's frontend tools: after the run, each pending tool call
 // (onRunFinishedEvent's pendingToolCallIds) whose tool is named there is "executed": a tool
 // message {id: "<toolCallId>-result", role: "tool", toolCallId, content} is appended with
@@ -45,7 +51,7 @@
 // stdout carries nothing but that JSON.
 
 import { format } from "node:util";
-import { HttpAgent } from "@ag-ui/client";
+import { HttpAgent, buildResumeArray } from "@ag-ui/client";
 import { tap } from "rxjs/operators";
 
 delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
@@ -169,6 +175,7 @@ async function main() {
       if (input.state !== undefined) agent.setState(input.state);
     }
     agent.headers = { ...baseHeaders, ...(run.headers ?? {}) };
+    agent.url = run.url ?? spec.url;
     const recorder = {
       events: [],
       request: null,
@@ -199,6 +206,12 @@ async function main() {
     const parameters = {};
     for (const key of ["runId", "tools", "context", "forwardedProps", "resume"]) {
       if (input[key] !== undefined) parameters[key] = input[key];
+    }
+    if (run.answerInterrupts !== undefined) {
+      const responses = Object.fromEntries(
+        agent.pendingInterrupts.map((interrupt) => [interrupt.id, run.answerInterrupts]),
+      );
+      parameters.resume = buildResumeArray(agent.pendingInterrupts, responses);
     }
 
     const entry = {

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ambient_runs as ar
+from ambient_runs.stores.redis_continuations import RedisContinuations
 from support.node import ClientVerdict, client_verify
 
 JsonDict = dict[str, Any]
@@ -77,11 +80,21 @@ def started(events: Sequence[JsonDict]) -> dict[str, JsonDict]:
     return {e["subagentRunId"]: e for e in events if e["type"] == "SUBAGENT_STARTED"}
 
 
-def in_fresh_process(program: str, run_input: Mapping[str, Any]) -> list[JsonDict]:
-    """Run *program* of ``adapter_programs.py`` on *run_input* in a new Python process."""
+def in_fresh_process(
+    program: str, run_input: Mapping[str, Any], continuations: RedisContinuations
+) -> list[JsonDict]:
+    """
+    Run *program* of ``adapter_programs.py`` on *run_input* in a new Python process.
+
+    Its continuations are where *continuations* keeps them (the same Redis
+    and prefix): the one thing it shares with the process that paused.
+    """
+    assert continuations.url is not None
     out = subprocess.run(
-        [sys.executable, str(PROGRAMS), program],
+        [sys.executable, str(PROGRAMS), program, continuations.url, continuations.prefix],
         input=json.dumps(run_input).encode(),
+        # This checkout's package first, whatever the venv has installed.
+        env={**os.environ, "PYTHONPATH": str(PROGRAMS.parent.parent)},
         capture_output=True,
         timeout=120,
         check=False,
@@ -90,14 +103,23 @@ def in_fresh_process(program: str, run_input: Mapping[str, Any]) -> list[JsonDic
     return [json.loads(line) for line in out.stdout.decode().splitlines()]
 
 
+def redis_continuations(redis_url: str) -> RedisContinuations:
+    """Continuations on the test Redis under a prefix of their own (no test sees another's)."""
+    return RedisContinuations(redis_url, prefix=f"t-{uuid.uuid4().hex}:")
+
+
 def answer_all(verdict: ClientVerdict, payload: Any = True) -> list[JsonDict]:
-    """Resume entries answering every interrupt the client holds, metadata sent back."""
+    """
+    Resume entries answering every interrupt the client holds, as ``buildResumeArray`` builds them.
+
+    ``{interruptId, status: "resolved", payload}``: no metadata, which the
+    official client does not send back.
+    """
     return [
         {
             "interruptId": i["id"],
             "status": "resolved",
             "payload": payload(i) if callable(payload) else payload,
-            "metadata": i.get("metadata"),
         }
         for i in verdict.get("pendingInterrupts", [])
     ]

@@ -90,6 +90,11 @@ class ClientRun(TypedDict, total=False):
     named here gets a tool message (``<toolCallId>-result``) with this content (a string, or
     any JSON value sent as its JSON text), appended to the agent's messages for the next run;
     the run's entry lists them as ``executedTools``."""
+    url: str
+    """This run only: POST it to another server (a second worker); the agent is the same."""
+    answerInterrupts: dict[str, Any]
+    """Answer every interrupt the agent holds with this response (``{status, payload?}``)
+    through the client's own ``buildResumeArray``: the run's ``resume`` is what it builds."""
 
 
 class ClientRunResult(TypedDict):
