@@ -19,7 +19,9 @@ The protocol, per request:
   closes cleanly;
 - a client that disconnects cancels the run at once;
 - ``GET <app path>/capabilities`` answers the protocol's ``AgentCapabilities``
-  as JSON: what the app knows of itself, merged with what was declared.
+  as JSON: what the app knows of itself, merged with what was declared;
+- with ``viewer=True``, a ``GET`` that accepts ``text/html`` (a browser) answers
+  the live run viewer (`ambient_runs.viewer`), set to talk to this endpoint.
 
 .. versionadded:: 0.1.0
 """
@@ -65,6 +67,7 @@ from ambient_runs._wire import problem_count
 from ambient_runs.conversations import ThreadStore, merge_history
 from ambient_runs.errors import AgentError, InvalidInputError, InvalidJSONError
 from ambient_runs.stores import RunStore
+from ambient_runs.viewer import _send_page, _wants_html, viewer_page
 
 __all__ = ("AgentApp", "Headers", "Request")
 
@@ -281,6 +284,10 @@ class AgentApp:
             {"subagents": [{"name": "search"}]}}``); merged field by field over
             what the app declares itself (see `AgentApp.capabilities`), a field
             set to None withdraws it.
+        viewer: Serve the live run viewer (`ambient_runs.viewer`): a ``GET``
+            of the app's path whose ``Accept`` admits ``text/html`` answers the
+            page, which talks to this same path. Off by default: the page shows
+            every run's events to whoever opens it.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
             *transformers*, *verify*, *state*, *state_type*, *echo_input*,
             *record_messages*). A
@@ -301,6 +308,8 @@ class AgentApp:
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
        plain agents; `Run.request`; *store* and *lease* (detached runs);
        *capabilities* and ``GET …/capabilities``; *threads*.
+    .. versionchanged:: 0.3.0
+       *viewer*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
@@ -324,6 +333,7 @@ class AgentApp:
         lease: float = 10.0,
         capabilities: Mapping[str, Any] | None = None,
         threads: ThreadStore | None = None,
+        viewer: bool = False,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
@@ -386,6 +396,7 @@ class AgentApp:
 
         .. versionadded:: 0.2.0
         """
+        self._viewer_page = viewer_page() if viewer else None
         self._capabilities_body = json.dumps(
             self.capabilities, ensure_ascii=False, separators=(",", ":")
         ).encode()
@@ -436,6 +447,13 @@ class AgentApp:
             await self._detached.handle(
                 method, where, headers, request.query, receive, send, cors, self._reject
             )
+            return
+        if (
+            self._viewer_page is not None
+            and method in ("GET", "HEAD")
+            and _wants_html(headers.get("accept"))
+        ):
+            await _send_page(self._viewer_page, scope, send)
             return
         if method != "POST":
             detail = f"{method} is not allowed; POST a JSON RunAgentInput"
