@@ -15,7 +15,7 @@ import ambient_runs as ar
 
 TOPICS = ("tea", "coffee", "cocoa")
 ANSWER = "Tea: gentle caffeine, and the researchers agree."
-PAUSE = 0.4  # long enough that the three lanes visibly overlap
+PAUSES = {"tea": 0.5, "coffee": 0.8, "cocoa": 0.65}  # long enough that the lanes visibly overlap
 
 
 async def research(topic: str) -> dict[str, Any]:
@@ -27,7 +27,7 @@ async def research(topic: str) -> dict[str, Any]:
             thought.write(f"What do people say about {topic}?")
         with ar.tool_call("search") as call:
             call.args({"query": f"{topic} benefits"})
-        await asyncio.sleep(PAUSE)
+        await asyncio.sleep(PAUSES[topic])
         call.result({"hits": len(topic)})
         ar.say(f"{topic.capitalize()} is fine in moderation.")
         ar.update_state(lambda state: state["findings"].update({topic: "fine"}))
@@ -37,9 +37,10 @@ async def research(topic: str) -> dict[str, Any]:
 async def agent(run: ar.Run) -> Any:
     """Research three topics at once, ask for approval, then answer (or not)."""
     for answer in run.resume:
-        approved = isinstance(answer.payload, dict) and answer.payload.get("approved") is True
-        ar.say(ANSWER if approved and answer.status == "resolved" else "Not published.")
-        ar.update_state(lambda state: state.update(status="published" if approved else "held"))
+        approved = answer.status == "resolved" and answer.payload == {"approved": True}
+        ar.say(ANSWER if approved else "Not published.")
+        status = "published" if approved else "held"
+        ar.update_state(lambda state, status=status: state.update(status=status))
         return {"approved": approved}
     ar.set_state({"question": run.last_user_text(), "findings": {}, "status": "researching"})
     with ar.step("research"):
