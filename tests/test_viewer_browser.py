@@ -152,3 +152,115 @@ class TestViewerInChromium:
         assert [ANSWER] == said
         assert '"status": "published"' in state
         assert 3 == still  # the thread's earlier run keeps its lanes above the resumed one
+
+
+def post(url: str, thread_id: str, run_id: str, text: str) -> str:
+    """POST a one-message run to *url* and read its whole reply."""
+    import json
+    import urllib.request
+
+    body = {
+        "threadId": thread_id,
+        "runId": run_id,
+        "messages": [{"id": f"{run_id}-u", "role": "user", "content": text}],
+    }
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        return str(response.read().decode())
+
+
+def state_of(driver: Any) -> Any:
+    """The page's state panel, parsed."""
+    import json
+
+    return json.loads(driver.find_element("css selector", "[data-state]").text)
+
+
+class TestFrontendToolsAndTurns:
+    def test_a_declared_tool_answered_from_the_form_and_a_second_turn(
+        self, browser: Any, tmp_path: Path
+    ) -> None:
+        """The page offers `confirm`, answers the demo's call from its form; turns carry state."""
+        import json
+
+        from ambient_runs._demo import CONFIRM_TOOL
+        from ambient_runs._wire import to_wire
+
+        shutil.copy(AGENT.parent / "demo_agent.py", tmp_path / "demo_agent.py")
+        with dev_server(tmp_path, "demo_agent:agent", "--no-reload") as server:
+            browser.get(server.url + "/")
+            browser.find_element("css selector", "[data-tab=tools]").click()
+            tools = browser.find_element("css selector", "[data-tools]")
+            tools.clear()
+            tools.send_keys(json.dumps([to_wire(CONFIRM_TOOL)]))
+            browser.find_element("css selector", "#tools-save").click()
+            browser.find_element("css selector", "[data-tab=state]").click()
+            browser.find_element("css selector", "[data-chat-input]").send_keys("Tea or coffee?")
+            browser.find_element("css selector", "[data-chat-send]").click()
+
+            wait_status(browser, "waiting")  # the run ended with the page's tool to answer
+            form = browser.find_element("css selector", "[data-pending-tools] [data-tool-call-id]")
+            form.find_element("css selector", "[data-tool-result]").send_keys(
+                '{"confirmed": true}'
+            )
+            form.find_element("css selector", "[data-action=result]").click()
+            wait_status(browser, "finished")
+            saved = state_of(browser)
+            said = browser.find_elements(
+                "css selector", "[data-chat-message][data-role=assistant]"
+            )
+            last = said[-1].text
+
+            browser.find_element("css selector", "[data-chat-input]").send_keys("And cocoa?")
+            browser.find_element("css selector", "[data-chat-send]").click()
+            wait_status(browser, "waiting")
+            asked = state_of(browser)["asked"]
+
+        assert True is saved["saved"]
+        assert "Saved to your notes." == last
+        assert ["Tea or coffee?", "And cocoa?"] == asked  # the state went back with the turn
+
+
+class TestOpenByIds:
+    def test_join_replay_and_answer_a_run_started_elsewhere(
+        self, browser: Any, tmp_path: Path
+    ) -> None:
+        """A stored run is joined by URL, replayed from the form, and approved from the page."""
+        from tea_agent import ANSWER
+
+        shutil.copy(AGENT, tmp_path / "tea_agent.py")
+        with dev_server(tmp_path, "tea_agent:agent", "--no-reload", "--store", "memory") as server:
+            post(f"{server.url}/agent", "elsewhere", "run-1", "Tea?")  # another client's run
+
+            browser.get(f"{server.url}/?thread=elsewhere&run=run-1")
+            wait_status(browser, "interrupted")
+            joined = state_of(browser)
+
+            browser.find_element("css selector", "[data-tab=open]").click()
+            browser.find_element("css selector", "[data-open-thread]").send_keys("elsewhere")
+            browser.find_element("css selector", "[data-open-run]").send_keys("run-1")
+            browser.find_element("css selector", "[data-open-replay]").click()
+            from selenium.webdriver.support.ui import WebDriverWait
+
+            WebDriverWait(browser, WAIT).until(
+                lambda d: len(d.find_elements("css selector", "[data-subagent-id]")) == 3
+            )
+            wait_status(browser, "interrupted")
+            ids = [
+                lane.get_attribute("data-subagent-id")
+                for lane in browser.find_elements("css selector", "[data-subagent-id]")
+            ]
+
+            browser.find_element(
+                "css selector", "[data-interrupt-id] [data-action=approve]"
+            ).click()
+            wait_status(browser, "finished")
+            said = browser.find_elements(
+                "css selector", "[data-chat-message][data-role=assistant]"
+            )[-1].text
+
+        assert {"tea": "fine", "coffee": "fine", "cocoa": "fine"} == joined["findings"]
+        assert ["research-tea", "research-coffee", "research-cocoa"] == ids
+        assert ANSWER == said

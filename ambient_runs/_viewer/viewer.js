@@ -165,7 +165,7 @@
         const suspended = e.outcome && e.outcome.type === "suspended";
         lane.end = at; lane.status = suspended ? "suspended" : "finished";
         item(run, lane, { kind: "outcome", cls: suspended ? "" : "good", label: suspended ? "suspended" : "finished",
-          text: suspended ? "waiting on " + (e.outcome.interruptIds || []).join(", ") : e.result === undefined ? "" : brief(e.result, 200) });
+          text: suspended ? "waiting on " + (e.outcome.interruptIds || []).join(", ") : e.result === undefined ? `in ${secs(at - lane.start)}` : brief(e.result, 200) });
         break;
       }
       case "SUBAGENT_ERROR":
@@ -510,8 +510,12 @@
     const end = (lane.end === null ? (run.ended ? run.t1 : Date.now()) : lane.end) - run.t0;
     const left = (100 * start) / span;
     const width = Math.max(0, (100 * (end - start)) / span);
-    const ticks = lane.items.filter((i) => i.kind === "tool" && i.start !== undefined)
-      .map((i) => `<span class="tick" style="left:${((100 * (i.start - run.t0)) / span).toFixed(2)}%" title="${esc(i.name)}"></span>`).join("");
+    // Each tool call of the lane as a darker segment of its bar, from its start to its result.
+    const ticks = lane.items.filter((i) => i.kind === "tool" && i.start !== undefined).map((i) => {
+      const from = i.start - run.t0;
+      const to = (i.end !== undefined ? i.end : run.ended ? run.t1 : Date.now()) - run.t0;
+      return `<span class="seg" style="left:${((100 * from) / span).toFixed(2)}%;width:${((100 * Math.max(0, to - from)) / span).toFixed(2)}%" title="${esc(i.name)} · ${secs(to - from)}"></span>`;
+    }).join("");
     const attrs = lane.id === null
       ? `data-lane="run" data-run-id="${esc(run.runId)}"`
       : `data-subagent-id="${esc(lane.id)}" data-subagent-name="${esc(lane.name)}" data-parent-subagent-id="${esc(lane.parent || "")}"`;
