@@ -16,6 +16,8 @@
     const s = typeof v === "string" ? v : JSON.stringify(v);
     return s === undefined ? "" : s.length > n ? s.slice(0, n - 1) + "…" : s;
   };
+  // A subagent id as the run minted it ("<runId>-sub-2") reads best without the run id.
+  const shortId = (id, run) => (run && id && id.length > 24 && id.startsWith(run.runId + "-") ? "…" + id.slice(run.runId.length) : id);
   const secs = (ms) => (ms < 1000 ? Math.max(0, Math.round(ms)) + " ms" : (ms / 1000).toFixed(2) + " s");
 
   // ------------------------------------------------------------------ page state
@@ -259,7 +261,7 @@
         item(run, lane, { kind: "activity", text: `${e.activityType || ""} ${brief(e.content || e.patch, 160)}` });
         break;
       case "CUSTOM":
-        item(run, lane, { kind: "custom", label: e.name, text: brief(e.value, 160) });
+        item(run, lane, { kind: "custom", label: String(e.name).split(".").pop().slice(0, 10), text: brief(e.value, 160), title: e.name });
         break;
       case "RUN_FINISHED": {
         run.ended = true; run.t1 = at; root.end = at;
@@ -524,7 +526,7 @@
     return `<div class="lane${closed}" ${attrs} data-lane-status="${lane.status}" data-key="${esc(lane.key)}">
       <div class="lane-head" style="--label:calc(var(--label-w) - ${depth * 25}px)">
         <div class="lane-title"><span class="caret">▾</span><span class="dot"></span><span class="name">${esc(lane.name)}</span>
-          ${lane.id === null ? `<span class="sid">${esc(run.runId)}</span>` : `<span class="sid" title="${esc(lane.description || "")}">${esc(lane.id)}</span>`}
+          ${lane.id === null ? `<span class="sid" title="run ${esc(run.runId)}">${esc(run.runId)}</span>` : `<span class="sid" title="${esc(lane.id)}${lane.description ? " · " + esc(lane.description) : ""}">${esc(shortId(lane.id, run))}</span>`}
           <span class="dur">${secs(end - start)}</span></div>
         <div class="track"><span class="bar" style="left:${left.toFixed(2)}%;width:${width.toFixed(2)}%"></span>${ticks}</div>
       </div>
@@ -545,7 +547,7 @@
       case "step": return row("step", "step", `▸ ${esc(i.name)}${i.end !== null ? ` · ${secs(i.end - i.start)}` : " …"}`);
       case "state": return row("state", "state", esc(i.text));
       case "activity": return row("state", "activity", esc(i.text));
-      case "custom": return row("step", i.label || "custom", esc(i.text));
+      case "custom": return row("step", i.label || "custom", esc(i.text), ` title="CUSTOM ${esc(i.title)}"`);
       case "interrupt": return row("interrupt", "interrupt", esc(i.text));
       case "outcome": return row(`outcome ${i.cls}`, i.label, esc(i.text));
       default: return "";
@@ -603,7 +605,7 @@
     const ops = e.type === "STATE_SNAPSHOT" ? [{ op: "snapshot", path: "", value: e.snapshot }] : e.delta;
     for (const o of ops) {
       const li = document.createElement("li");
-      li.innerHTML = `<span class="op op-${esc(o.op)}">${esc(o.op)}</span> ${esc(o.path)}${o.from ? " ← " + esc(o.from) : ""} ${o.value !== undefined ? esc(brief(o.value, 100)) : ""}${e.subagentRunId !== undefined ? ` <span class="run-id">· ${esc(e.subagentRunId)}</span>` : ""}`;
+      li.innerHTML = `<span class="op op-${esc(o.op)}">${esc(o.op)}</span> ${esc(o.path)}${o.from ? " ← " + esc(o.from) : ""} ${o.value !== undefined ? esc(brief(o.value, 100)) : ""}${e.subagentRunId !== undefined ? ` <span class="run-id" title="${esc(e.subagentRunId)}">· ${esc(shortId(e.subagentRunId, run))}</span>` : ""}`;
       list.prepend(li);
     }
   }
@@ -621,7 +623,7 @@
       li.dataset.runId = run.runId;
       if (/_(CONTENT|ARGS)$/.test(e.type) || /CHUNK$/.test(e.type)) li.className = "delta";
       if (problems.length) li.classList.add("bad");
-      const who = e.subagentRunId !== undefined ? ` <span class="who">${esc(e.subagentRunId)}</span>` : "";
+      const who = e.subagentRunId !== undefined ? ` <span class="who" title="${esc(e.subagentRunId)}">${esc(shortId(e.subagentRunId, run))}</span>` : "";
       const n = run.events.indexOf(e) + 1;
       li.innerHTML = `<span class="n">${n || "!"}</span><span class="t">${esc(e.type)}</span>${who} ${esc(brief(e.delta || e.stepName || e.toolCallName || e.name || e.message || "", 60))}` +
         problems.map((p) => `<span class="problem">✗ ${esc(p)}</span>`).join("") + `<pre>${esc(JSON.stringify(e, null, 2))}</pre>`;
