@@ -480,7 +480,16 @@ def _tail_command(args: argparse.Namespace, out: TextIO) -> int:
         args.fail(str(error))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet(out)
+        return 1
     return 2  # not reached: fail exits
+
+
+def _quiet(out: TextIO) -> None:
+    """The reader went away (`… | head`): stop quietly, as command-line tools do."""
+    if out is sys.stdout:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
@@ -520,7 +529,5 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         return asyncio.run(show(args.question, args.pace, out))
     except BrokenPipeError:
-        # The reader went away (`… | head`): stop quietly, as command-line tools do.
-        if out is sys.stdout:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet(out)
         return 1

@@ -136,7 +136,8 @@ def _find_mount(app: Any, prefix: str = "", depth: int = 0) -> str | None:
         if not isinstance(path, str) or inner is None:
             continue
         if isinstance(inner, AgentApp):
-            return (prefix + path) or "/"
+            # A mount answers below its path: "/agent/" (a POST to "/agent" gets a 307).
+            return prefix + path + "/"
         found = _find_mount(inner, prefix + path, depth + 1)
         if found is not None:
             return found

@@ -133,6 +133,8 @@ def tail(
                 printer(event)
                 if isinstance(event, ev.RunFinishedEvent | ev.RunErrorEvent):
                     ended = event
+    except BrokenPipeError:
+        raise  # our reader went away (`tail … | head`): the command line stops quietly
     except urllib.error.HTTPError as error:
         detail = error.read().decode("utf-8", "replace")[:500]
         print(f"error: {url} answered HTTP {error.code}: {detail}", file=sys.stderr)

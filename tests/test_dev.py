@@ -87,7 +87,7 @@ class TestLayout:
         chosen = layout(api)
 
         assert api is chosen.app
-        assert ("/api/v1/agent", "/_viewer", False) == (
+        assert ("/api/v1/agent/", "/_viewer", False) == (
             chosen.endpoint,
             chosen.viewer,
             chosen.owns_root,
@@ -170,6 +170,34 @@ class TestDevServer:
         port = int(server.url.rsplit(":", 1)[1])
         with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
             pass
+
+    def test_serves_a_fastapi_app_as_it_is_with_the_viewer_beside_it(self, tmp_path: Path) -> None:
+        """A FastAPI app keeps its routes; /_viewer is the page, set to the app's mount."""
+        (tmp_path / "api.py").write_text(
+            "from fastapi import FastAPI\n"
+            "from ambient_runs.asgi import AgentApp\n"
+            "from app import agent\n"
+            "api = FastAPI()\n"
+            "@api.get('/health')\n"
+            "def health() -> dict[str, bool]:\n"
+            "    return {'ok': True}\n"
+            "api.mount('/agent', AgentApp(agent))\n"
+        )
+        write_agent(tmp_path, "from fastapi")
+
+        with dev_server(tmp_path, "api:api", "--no-reload") as server:
+            import urllib.request
+
+            with urllib.request.urlopen(f"{server.url}/_viewer", timeout=10) as page:
+                html = page.read().decode()
+            with urllib.request.urlopen(f"{server.url}/health", timeout=10) as health:
+                ok = health.read()
+            said = post_run(f"{server.url}/agent/", "hi")
+
+        assert 'name="ambient-runs-endpoint" content="/agent/"' in html
+        assert b'{"ok":true}' == ok
+        assert "from fastapi" in said
+        assert f"viewer    {server.url}/_viewer" in server.output()
 
     def test_a_wrong_target_fails_at_once(self, tmp_path: Path) -> None:
         """A missing module is reported before any server starts, exit status 2."""
