@@ -7,7 +7,8 @@ uvicorn (the ``[dev]`` extra) with its reloader (polling when watchfiles is not
 installed), and lays the app out so that one address shows everything:
 
 - an agent function or an `AgentApp`: the agent at ``/agent``, the viewer at
-  ``/`` (and ``/_viewer``);
+  ``/`` (and ``/_viewer``); an agent function's events are stamped
+  (`ambient_runs.transform.Timestamps`), so a replayed run keeps its time axis;
 - an ASGI application: served as it is, the viewer added at ``/_viewer``, set
   to the path where the application mounts its `AgentApp` (found by walking
   Starlette-style ``routes``; the page's endpoint field changes it).
@@ -30,6 +31,7 @@ import attrs
 
 from ambient_runs.asgi import AgentApp
 from ambient_runs.errors import MissingExtraError
+from ambient_runs.transform import Timestamps
 from ambient_runs.viewer import _send_page, viewer_page
 
 __all__ = (
@@ -178,7 +180,9 @@ def layout(target: Any, store_url: str | None = None) -> Layout:
             "name one of those (MODULE:ATTR)"
         )
         raise DevTargetError(msg)
-    return Layout(AgentApp(target, store=store(store_url)), AGENT_PATH, "/", owns_root=True)
+    # Timestamps: a replayed run (all its events at once) keeps its time axis in the viewer.
+    app = AgentApp(target, store=store(store_url), transformers=[Timestamps()])
+    return Layout(app, AGENT_PATH, "/", owns_root=True)
 
 
 class DevApp:

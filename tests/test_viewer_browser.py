@@ -248,10 +248,9 @@ class TestOpenByIds:
                 lambda d: len(d.find_elements("css selector", "[data-subagent-id]")) == 3
             )
             wait_status(browser, "interrupted")
-            ids = [
-                lane.get_attribute("data-subagent-id")
-                for lane in browser.find_elements("css selector", "[data-subagent-id]")
-            ]
+            lanes = browser.find_elements("css selector", "[data-subagent-id]")
+            ids = [lane.get_attribute("data-subagent-id") for lane in lanes]
+            spans = [bar_span(lane) for lane in lanes]
 
             browser.find_element(
                 "css selector", "[data-interrupt-id] [data-action=approve]"
@@ -263,4 +262,7 @@ class TestOpenByIds:
 
         assert {"tea": "fine", "coffee": "fine", "cocoa": "fine"} == joined["findings"]
         assert ["research-tea", "research-coffee", "research-cocoa"] == ids
+        # Replayed at once, yet drawn on the run's own time axis (dev stamps the events).
+        assert max(s for s, _ in spans) < min(e for _, e in spans)
+        assert all(e - s > 20 for s, e in spans)
         assert ANSWER == said
