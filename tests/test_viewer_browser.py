@@ -266,3 +266,42 @@ class TestOpenByIds:
         assert max(s for s, _ in spans) < min(e for _, e in spans)
         assert all(e - s > 20 for s, e in spans)
         assert ANSWER == said
+
+
+class TestAnswers:
+    def test_deny_then_input_on_the_same_thread(self, browser: Any, tmp_path: Path) -> None:
+        """Deny resumes with approved false; a later turn's typed input is sent as JSON."""
+        from tea_agent import ANSWER
+
+        shutil.copy(AGENT, tmp_path / "tea_agent.py")
+        with dev_server(tmp_path, "tea_agent:agent", "--no-reload") as server:
+            browser.get(server.url + "/")
+            browser.find_element("css selector", "[data-chat-input]").send_keys("Tea?")
+            browser.find_element("css selector", "[data-chat-send]").click()
+            wait_status(browser, "interrupted")
+            browser.find_element("css selector", "[data-interrupt-id] [data-action=deny]").click()
+            wait_status(browser, "finished")
+            denied = state_of(browser)["status"]
+
+            browser.find_element("css selector", "[data-chat-input]").send_keys("Coffee?")
+            browser.find_element("css selector", "[data-chat-send]").click()
+            wait_status(browser, "interrupted")
+            card = browser.find_elements("css selector", "[data-interrupt-id]")[-1]
+            card.find_element("css selector", "[data-interrupt-input]").send_keys(
+                '{"approved": true}'
+            )
+            card.find_element("css selector", "[data-action=input]").click()
+            wait_status(browser, "finished")
+            said = [
+                m.text
+                for m in browser.find_elements(
+                    "css selector", "[data-chat-message][data-role=assistant]"
+                )
+            ]
+            notes = [n.text for n in browser.find_elements("css selector", "[data-chat-note]")]
+
+        assert "held" == denied
+        assert ["Not published.", ANSWER] == said
+        assert ["approval: denied", "approval: approved"] == [
+            n for n in notes if n.startswith("approval: ")
+        ]
