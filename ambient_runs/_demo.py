@@ -331,7 +331,8 @@ def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> i
         return 2
     print(
         f"Serving the demo agent on http://{host}:{port}/ (POST a RunAgentInput; Ctrl-C stops). "
-        f"Offer it a frontend tool named {CONFIRM_TOOL.name!r} and it asks before saving.",
+        f"Offer it a frontend tool named {CONFIRM_TOOL.name!r} and it asks before saving.\n"
+        f"Watch it in a browser: open http://{host}:{port}/ (the live run viewer).",
         file=sys.stderr,
     )
     if store is not None:
@@ -340,7 +341,7 @@ def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> i
             "resumes (Last-Event-ID) or joins one, POST …/cancel cancels it",
             file=sys.stderr,
         )
-    app = AgentApp(research_agent(pace), keep_alive=15, store=store)
+    app = AgentApp(research_agent(pace), keep_alive=15, store=store, viewer=True)
     uvicorn.run(app, host=host, port=port)
     return 0
 

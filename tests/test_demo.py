@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -11,6 +12,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonpatch
 import pytest
 
@@ -121,6 +123,13 @@ class TestDemoQuestion:
         assert all(w in output for w in ("efficiency", "cost", "emissions"))
 
 
+async def browser_get(app: AgentApp) -> httpx.Response:
+    """A browser's GET of the served demo, in process."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        return await client.get("/", headers={"accept": "text/html"})
+
+
 class TestDemoJson:
     def test_frames_parse_into_a_valid_stream(self) -> None:
         """--json prints SSE frames that parse into one valid AG-UI run."""
@@ -188,6 +197,7 @@ class TestDemoCommandLine:
 
         [(app, default), (_, chosen)] = calls
         assert isinstance(app, AgentApp)
+        assert 200 == asyncio.run(browser_get(app)).status_code  # the live run viewer
         assert ({"host": "127.0.0.1", "port": 8000}, {"host": "::1", "port": 9001}) == (
             default,
             chosen,
