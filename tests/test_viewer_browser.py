@@ -305,3 +305,83 @@ class TestAnswers:
         assert ["approval: denied", "approval: approved"] == [
             n for n in notes if n.startswith("approval: ")
         ]
+
+
+SLOW_AGENT = """
+import asyncio
+import ambient_runs as ar
+
+
+async def agent(run: ar.Run) -> None:
+    async with ar.subagent("sleeper", id="sleeper-1"):
+        ar.say("Going to sleep.")
+        await asyncio.sleep(60)
+"""
+
+BAD_ENDPOINT = """
+import json
+
+
+async def bad(scope, receive, send):
+    # A hand-made stream with a content event for a message never started.
+    if scope["type"] != "http":
+        return
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m-none", "delta": "orphan"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\\n\\n" for e in events)
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+"""
+
+
+class TestStopAndChecks:
+    def test_stop_cancels_a_stored_run(self, browser: Any, tmp_path: Path) -> None:
+        """Stop asks the store's owner to cancel: the run ends with the cancelled outcome."""
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        (tmp_path / "slow.py").write_text(SLOW_AGENT)
+        with dev_server(tmp_path, "slow:agent", "--no-reload", "--store", "memory") as server:
+            browser.get(server.url + "/")
+            browser.find_element("css selector", "[data-chat-input]").send_keys("Sleep.")
+            browser.find_element("css selector", "[data-chat-send]").click()
+            WebDriverWait(browser, WAIT).until(
+                lambda d: d.find_elements(
+                    "css selector", "[data-subagent-id=sleeper-1][data-lane-status=running]"
+                )
+            )
+            browser.find_element("css selector", "[data-chat-stop]").click()
+            wait_status(browser, "cancelled")
+            kinds = [
+                e.get_attribute("data-event-type")
+                for e in browser.find_elements("css selector", "[data-events] li")
+            ]
+
+        assert "RUN_FINISHED" == kinds[-1]  # the server's cancelled outcome, not a cut stream
+
+    def test_the_events_panel_flags_a_broken_stream(self, browser: Any, tmp_path: Path) -> None:
+        """Content for a message never started is flagged in the events panel."""
+        (tmp_path / "bad.py").write_text(BAD_ENDPOINT)
+        (tmp_path / "shop.py").write_text(
+            "from starlette.applications import Starlette\n"
+            "from starlette.routing import Mount\n"
+            "from bad import bad\n"
+            "app = Starlette(routes=[Mount('/bad', app=bad)])\n"
+        )
+        with dev_server(tmp_path, "shop:app", "--no-reload") as server:
+            browser.get(server.url + "/_viewer?endpoint=/bad/")
+            browser.find_element("css selector", "[data-chat-input]").send_keys("Go.")
+            browser.find_element("css selector", "[data-chat-send]").click()
+            wait_status(browser, "finished")
+            browser.find_element("css selector", "[data-tab=events]").click()
+            verdict = browser.find_element("css selector", "#verify")
+            flagged = browser.find_elements("css selector", "[data-events] li.bad")
+
+            assert "problems" == verdict.get_attribute("data-verify")
+            assert ["TEXT_MESSAGE_CONTENT"] == [
+                f.get_attribute("data-event-type") for f in flagged
+            ]
+            assert "m-none, which is not open" in flagged[0].text
