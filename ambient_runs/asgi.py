@@ -307,9 +307,7 @@ class AgentApp:
     .. versionchanged:: 0.2.0
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
        plain agents; `Run.request`; *store* and *lease* (detached runs);
-       *capabilities* and ``GET …/capabilities``; *threads*.
-    .. versionchanged:: 0.3.0
-       *viewer*.
+       *capabilities* and ``GET …/capabilities``; *threads*; *viewer*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
