@@ -148,10 +148,12 @@ class TestViewerInChromium:
             state = browser.find_element("css selector", "[data-state]").text
             still = len(browser.find_elements("css selector", "[data-subagent-id]"))
             browser.save_screenshot(str(artifacts() / "viewer.png"))
+            errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
         assert [ANSWER] == said
         assert '"status": "published"' in state
         assert 3 == still  # the thread's earlier run keeps its lanes above the resumed one
+        assert [] == errors  # no script error, no failed request
 
 
 def post(url: str, thread_id: str, run_id: str, text: str) -> str:
