@@ -387,3 +387,83 @@ class TestStopAndChecks:
                 f.get_attribute("data-event-type") for f in flagged
             ]
             assert "m-none, which is not open" in flagged[0].text
+
+
+CUT_APP = '''
+import asyncio
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+import ambient_runs as ar
+from ambient_runs.asgi import AgentApp
+from ambient_runs.stores import MemoryStore
+
+
+async def agent(run: ar.Run) -> str:
+    async with ar.subagent("slow", id="slow-1"):
+        for n in range(6):
+            ar.say(f"part {n}")
+            await asyncio.sleep(0.15)
+    ar.say("all done")
+    return "done"
+
+
+class CutFirstStream:
+    """Ends the first POST's response after two body chunks; the run goes on (a store)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.cut = False
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or self.cut:
+            await self.app(scope, receive, send)
+            return
+        self.cut = True
+        chunks = 0
+
+        async def cutting(message):
+            nonlocal chunks
+            if chunks >= 2:
+                return  # swallowed: the browser's stream has ended
+            if message["type"] == "http.response.body":
+                chunks += 1
+                if chunks == 2:
+                    message = {**message, "more_body": False}
+            await send(message)
+
+        await self.app(scope, receive, cutting)
+
+
+app = Starlette(routes=[Mount("/agent", app=CutFirstStream(AgentApp(agent, store=MemoryStore())))])
+'''
+
+
+class TestResume:
+    def test_a_cut_stream_resumes_after_its_last_event(self, browser: Any, tmp_path: Path) -> None:
+        """With a store, a stream cut mid-run continues from ?after=<last id> to the end."""
+        (tmp_path / "cut.py").write_text(CUT_APP)
+        with dev_server(tmp_path, "cut:app", "--no-reload") as server:
+            browser.get(server.url + "/_viewer?endpoint=/agent/")
+            browser.find_element("css selector", "[data-chat-input]").send_keys("Go.")
+            browser.find_element("css selector", "[data-chat-send]").click()
+            wait_status(browser, "finished")
+            said = [
+                m.text
+                for m in browser.find_elements(
+                    "css selector", "[data-chat-message][data-role=assistant]"
+                )
+            ]
+            lane = browser.find_element("css selector", "[data-subagent-id=slow-1]").text
+            kinds = [
+                e.get_attribute("data-event-type")
+                for e in browser.find_elements("css selector", "[data-events] li")
+            ]
+            problems = browser.find_element("css selector", "#verify").get_attribute("data-verify")
+
+        assert ["all done"] == said
+        assert all(f"part {n}" in lane for n in range(6))
+        assert 1 <= kinds.count("(stream cut: resuming)")
+        assert 1 == kinds.count("RUN_STARTED")  # no event seen twice
+        assert "ok" == problems

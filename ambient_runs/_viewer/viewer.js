@@ -344,16 +344,33 @@
   }
   async function follow(run, request) {
     setStatus(run);
-    S.abort = new AbortController();
+    const abort = (S.abort = new AbortController());
     $("stop").disabled = false;
     $("send").disabled = true;
-    try {
-      const response = await fetch(request.url, { ...request.init, signal: S.abort.signal });
-      if (!response.ok) {
-        const text = await response.text();
-        throw new Error(`HTTP ${response.status}: ${text}`);
-      }
+    const read = async (url, init) => {
+      const response = await fetch(url, { ...init, signal: abort.signal });
+      if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
       await readSSE(run, response);
+    };
+    // With a store every frame has an id: a stream cut before the run's end picks up
+    // right after the last event seen (GET …/runs/R?after=<id>); the run went on meanwhile.
+    const resumable = () => S.resumable && run.lastId !== null && !run.ended;
+    try {
+      let next = request;
+      for (let tries = 0; ; tries += 1) {
+        try {
+          await read(next.url, next.init);
+        } catch (err) {
+          if (err.name === "AbortError" || !resumable() || tries >= 5) throw err;
+        }
+        if (!resumable() || tries >= 5) break;
+        rows.push([run, { type: "(stream cut: resuming)" }, []]);
+        await new Promise((done) => setTimeout(done, 150 * (tries + 1)));
+        next = {
+          url: `${base()}/threads/${encodeURIComponent(run.threadId)}/runs/${encodeURIComponent(run.runId)}?after=${encodeURIComponent(run.lastId)}`,
+          init: { headers: { accept: "text/event-stream" } },
+        };
+      }
       if (!run.ended) { run.status = "error"; run.error = "the stream ended without a terminal event"; addProblem(run, run.error); }
     } catch (err) {
       run.status = err.name === "AbortError" ? "cancelled" : "error";
@@ -620,12 +637,13 @@
     for (const [run, e, problems] of rows.splice(0)) {
       const li = document.createElement("li");
       li.dataset.eventType = e.type;
+      if (e.type.startsWith("(")) li.className = "note";
       li.dataset.runId = run.runId;
-      if (/_(CONTENT|ARGS)$/.test(e.type) || /CHUNK$/.test(e.type)) li.className = "delta";
+      if (/_(CONTENT|ARGS)$/.test(e.type) || /CHUNK$/.test(e.type)) li.classList.add("delta");
       if (problems.length) li.classList.add("bad");
       const who = e.subagentRunId !== undefined ? ` <span class="who" title="${esc(e.subagentRunId)}">${esc(shortId(e.subagentRunId, run))}</span>` : "";
       const n = run.events.indexOf(e) + 1;
-      li.innerHTML = `<span class="n">${n || "!"}</span><span class="t">${esc(e.type)}</span>${who} ${esc(brief(e.delta || e.stepName || e.toolCallName || e.name || e.message || "", 60))}` +
+      li.innerHTML = `<span class="n">${n || (problems.length ? "!" : "↻")}</span><span class="t">${esc(e.type)}</span>${who} ${esc(brief(e.delta || e.stepName || e.toolCallName || e.name || e.message || "", 60))}` +
         problems.map((p) => `<span class="problem">✗ ${esc(p)}</span>`).join("") + `<pre>${esc(JSON.stringify(e, null, 2))}</pre>`;
       frag.appendChild(li);
     }
