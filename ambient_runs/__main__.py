@@ -1,5 +1,5 @@
 """
-``python -m ambient_runs``: the command line; ``demo`` is its one command.
+``python -m ambient_runs``: the command line: ``demo``, ``dev`` and ``tail``.
 
 .. versionadded:: 0.1.0
 """

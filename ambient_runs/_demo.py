@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import json
 import os
 import sys
 import time
@@ -33,9 +32,9 @@ import ambient_runs as ar
 from ambient_runs import events as ev
 from ambient_runs import sse
 from ambient_runs._stream import Agent, stream
-from ambient_runs._wire import to_wire
+from ambient_runs.console import TreePrinter, colour_wanted
 
-__all__ = ("CONFIRM_TOOL", "DEFAULT_QUESTION", "TreePrinter", "main", "research_agent")
+__all__ = ("CONFIRM_TOOL", "DEFAULT_QUESTION", "main", "research_agent")
 
 DEFAULT_QUESTION = "Should our office switch from a gas boiler to a heat pump?"
 
@@ -93,6 +92,65 @@ _ANGLES = (
         "the grid gets cleaner.",
     ),
 )
+
+_GENERIC = (  # (key, what the query asks, the researcher's thought, its finding)
+    (
+        "evidence",
+        "what the evidence says",
+        "Start from what was measured, not from opinion.",
+        "Comparisons on '{topic}' find smaller differences than people expect.",
+    ),
+    (
+        "trade-offs",
+        "the trade-offs",
+        "Each option wins on something; find what each one wins on.",
+        "Each side of '{topic}' wins on something: weigh what matters most first.",
+    ),
+    (
+        "experience",
+        "what people who tried it say",
+        "Those who have tried it know the catches.",
+        "People who tried the options of '{topic}' settle on what fits their day.",
+    ),
+)
+
+
+def _topic(question: str) -> str:
+    return question.strip().rstrip("?!. ") or question
+
+
+def _scripted(question: str) -> bool:
+    """Whether *question* is the heat-pump script's (the one topic the demo knows in depth)."""
+    return any(word in question.lower() for word in ("heat", "boiler"))
+
+
+def _angles_for(question: str) -> tuple[_Angle, ...]:
+    """The angles researched: the heat-pump script for its question, generic ones otherwise."""
+    if _scripted(question):
+        return _ANGLES
+    topic = _topic(question)
+    slug = "".join(c if c.isalnum() else "-" for c in topic.lower()).strip("-")[:40] or "topic"
+    return tuple(
+        _Angle(
+            key,
+            f"{topic}: {query}",
+            thought,
+            (f"{key}.example/{slug}", f"reviews.example/{slug}"),
+            finding.format(topic=topic),
+        )
+        for key, query, thought, finding in _GENERIC
+    )
+
+
+def _answer_for(question: str) -> str:
+    if _scripted(question):
+        return _ANSWER
+    return (
+        f"On '{_topic(question)}': the differences are smaller than expected, each option wins "
+        "on something, and most people settle on what fits their day. (A scripted answer: "
+        "this demo has no model.)"
+    )
+
 
 _ANSWER = (
     "Yes, if the building is reasonably insulated: a heat pump is about three times as "
@@ -166,10 +224,14 @@ def research_agent(pace: float = 1.0) -> Agent:
             ar.say("Saved to your notes." if saved else "Not saved.")
             return None
         question = run.last_user_text() or DEFAULT_QUESTION
+        angles = _angles_for(question)
+        keys = [angle.key for angle in angles]
+        plan = f"{', '.join(keys[:-1])} and {keys[-1]}"
+        answer_text = _answer_for(question)
         held = run.state()  # the client's state: what earlier runs of the thread left
         asked = held.get("asked", []) if isinstance(held, dict) else []
         with ar.step("plan"):
-            ar.think("Three things decide this: efficiency, cost and emissions.")
+            ar.think(f"Three things decide this: {plan}.")
             ar.set_state(
                 {
                     "question": question,
@@ -179,15 +241,15 @@ def research_agent(pace: float = 1.0) -> Agent:
                     "sources": 0,
                 }
             )
-            ar.say("I'll look into efficiency, cost and emissions in parallel.")
+            ar.say(f"I'll look into {plan} in parallel.")
         with ar.step("research"):
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(researcher(angle)) for angle in _ANGLES]
+                tasks = [group.create_task(researcher(angle)) for angle in angles]
         with ar.step("answer"):
             with ar.message() as answer:
-                await answer.astream(_paced(_words(_ANSWER), 0.015 * pace))
+                await answer.astream(_paced(_words(answer_text), 0.015 * pace))
             ar.update_state(lambda state: state.update(status="answered"))
-        result = {"answer": _ANSWER, "research": [task.result() for task in tasks]}
+        result = {"answer": answer_text, "research": [task.result() for task in tasks]}
         if run.tool(CONFIRM_TOOL.name) is not None:  # the client offers it: ask, and stop here
             run.finish_with(result)
             ar.call_frontend_tool(CONFIRM_TOOL.name, {"question": _SAVE_QUESTION})
@@ -211,131 +273,6 @@ def _confirmed(answer: ar.ToolResult) -> bool:
     return value is True
 
 
-# --------------------------------------------------------------------------- the tree
-
-_COLOURS = ("36", "35", "33", "32", "34", "31")  # cyan, magenta, yellow, green, blue, red
-
-
-class TreePrinter:
-    """
-    Print a run's events as a live tree: one line per finished item, grouped by subagent.
-
-    Text and reasoning print when their message ends (deltas of concurrent
-    subagents interleave); tool calls when their arguments are complete, and
-    their results; state changes; subagent starts and ends. Each line is
-    indented by the subagent's nesting and labelled with its name (``#n`` per
-    invocation), in its own colour when *colour* is on.
-
-    .. versionadded:: 0.1.0
-    """
-
-    def __init__(self, out: TextIO, *, colour: bool, root: str = "planner") -> None:
-        self.out = out
-        self.colour = colour
-        self.events = 0
-        self._labels: dict[str | None, str] = {None: root}
-        self._depth: dict[str | None, int] = {None: 0}
-        self._tints: dict[str | None, str] = {None: "1"}
-        self._counts: dict[str, int] = {}
-        self._text: dict[str, list[str]] = {}
-        self._calls: dict[str, tuple[str, list[str]]] = {}
-
-    @property
-    def subagents(self) -> int:
-        """How many subagent invocations were announced."""
-        return len(self._labels) - 1
-
-    def _paint(self, text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.colour and code else text
-
-    def _line(self, owner: str | None, text: str, style: str = "") -> None:
-        depth = self._depth.get(owner, 1)
-        label = self._paint(self._labels.get(owner, owner or "?"), self._tints.get(owner, ""))
-        print(f"{'    ' * depth}  {label}  {self._paint(text, style)}", file=self.out, flush=True)
-
-    def __call__(self, event: ev.BaseEvent) -> None:
-        """Take the next *event*; print a line when it completes something."""
-        self.events += 1
-        owner: str | None = getattr(event, "subagent_run_id", None)
-        match event:
-            case ev.RunStartedEvent():
-                line = f"run {event.run_id} (thread {event.thread_id})"
-                print(self._paint(line, "1"), file=self.out, flush=True)
-            case ev.SubagentStartedEvent():
-                self._announce(event)
-                self._line(owner, f"started: {event.description or event.name}", "2")
-            case ev.SubagentFinishedEvent():
-                result = "" if event.result is None else f" -> {_brief(event.result)}"
-                self._line(owner, f"finished{result}", "2")
-            case ev.SubagentErrorEvent():
-                self._line(owner, f"failed: {event.message}", "31")
-            case ev.StepStartedEvent():
-                self._line(owner, f"step {event.step_name}", "2")
-            case ev.TextMessageContentEvent() | ev.ReasoningMessageContentEvent():
-                self._text.setdefault(event.message_id, []).append(event.delta)
-            case ev.TextMessageEndEvent():
-                self._line(owner, f"says: {''.join(self._text.pop(event.message_id, []))}")
-            case ev.ReasoningMessageEndEvent():
-                text = "".join(self._text.pop(event.message_id, []))
-                self._line(owner, f"thinks: {text}", "2;3")
-            case ev.ToolCallStartEvent():
-                self._calls[event.tool_call_id] = (event.tool_call_name, [])
-            case ev.ToolCallArgsEvent():
-                self._calls.get(event.tool_call_id, ("?", []))[1].append(event.delta)
-            case ev.ToolCallEndEvent():
-                name, args = self._calls.get(event.tool_call_id, ("?", []))
-                self._line(owner, f"calls {name}({''.join(args)})")
-            case ev.ToolCallResultEvent():
-                self._line(owner, f"  -> {_brief(event.content)}", "2")
-            case ev.StateSnapshotEvent():
-                self._line(owner, f"state = {_brief(event.snapshot)}", "2")
-            case ev.StateDeltaEvent():
-                ops = ", ".join(f"{op.op} {op.path}" for op in event.delta)
-                self._line(owner, f"state: {ops}", "2")
-            case ev.RunFinishedEvent():
-                outcome = "success" if event.outcome is None else event.outcome.type
-                print(self._paint(f"run finished: {outcome}", "1"), file=self.out, flush=True)
-                if isinstance(event.outcome, ev.RunFinishedSuccessOutcome):
-                    for call in event.outcome.pending_tool_call_ids or ():
-                        line = f"waiting for the client to answer tool call {call}"
-                        print(self._paint(line, "2"), file=self.out, flush=True)
-                for used in event.usage or ():
-                    line = (
-                        f"tokens ({used.provider}/{used.model}): {used.input_tokens or 0} in, "
-                        f"{used.output_tokens or 0} out"
-                    )
-                    print(self._paint(line, "2"), file=self.out, flush=True)
-            case ev.RunErrorEvent():
-                line = f"run failed: {event.message} ({event.code})"
-                print(self._paint(line, "1;31"), file=self.out, flush=True)
-            case _:
-                pass
-
-    def _announce(self, event: ev.SubagentStartedEvent) -> None:
-        sid = event.subagent_run_id
-        number = self._counts[event.name] = self._counts.get(event.name, 0) + 1
-        self._labels[sid] = f"{event.name}#{number}"
-        self._depth[sid] = self._depth.get(event.parent_subagent_run_id, 0) + 1
-        self._tints[sid] = _COLOURS[(len(self._labels) - 2) % len(_COLOURS)]
-
-    def summary(self, seconds: float) -> str:
-        """Return the one-line summary: events, subagents, duration."""
-        line = f"summary: {self.events} events, {self.subagents} subagents, {seconds:.2f} s"
-        return self._paint(line, "1;32")
-
-
-def _brief(value: Any, width: int = 90) -> str:
-    """Return *value* as one line of JSON (or text), cut to *width* characters."""
-    text = value if isinstance(value, str) else json.dumps(to_wire(value), ensure_ascii=False)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _colour_wanted(out: TextIO) -> bool:
-    """Colour when writing to a terminal, unless NO_COLOR is set (https://no-color.org)."""
-    isatty = getattr(out, "isatty", None)
-    return bool(isatty and isatty()) and not os.environ.get("NO_COLOR")
-
-
 # --------------------------------------------------------------------------- the command
 
 
@@ -348,7 +285,7 @@ def _input(question: str) -> ev.RunAgentInput:
 
 
 async def _print_tree(question: str, pace: float, out: TextIO) -> int:
-    printer = TreePrinter(out, colour=_colour_wanted(out))
+    printer = TreePrinter(out, colour=colour_wanted(out), root="planner")
     started = time.perf_counter()
     async for event in stream(research_agent(pace), _input(question)):
         printer(event)
@@ -370,15 +307,9 @@ async def _print_frames(question: str, pace: float, out: TextIO) -> int:
 
 def _store(url: str | None) -> Any:
     """The run store of ``--store``: None, a MemoryStore (``memory``) or a RedisStore."""
-    if url is None:
-        return None
-    if url == "memory":
-        from ambient_runs.stores import MemoryStore
+    from ambient_runs._dev import store
 
-        return MemoryStore()
-    from ambient_runs.stores.redis import RedisStore
-
-    return RedisStore(url)
+    return store(url)
 
 
 def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> int:
@@ -400,7 +331,8 @@ def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> i
         return 2
     print(
         f"Serving the demo agent on http://{host}:{port}/ (POST a RunAgentInput; Ctrl-C stops). "
-        f"Offer it a frontend tool named {CONFIRM_TOOL.name!r} and it asks before saving.",
+        f"Offer it a frontend tool named {CONFIRM_TOOL.name!r} and it asks before saving.\n"
+        f"Watch it in a browser: open http://{host}:{port}/ (the live run viewer).",
         file=sys.stderr,
     )
     if store is not None:
@@ -409,7 +341,7 @@ def _serve(host: str, port: int, pace: float, store_url: str | None = None) -> i
             "resumes (Last-Event-ID) or joins one, POST …/cancel cancels it",
             file=sys.stderr,
         )
-    app = AgentApp(research_agent(pace), keep_alive=15, store=store)
+    app = AgentApp(research_agent(pace), keep_alive=15, store=store, viewer=True)
     uvicorn.run(app, host=host, port=port)
     return 0
 
@@ -476,12 +408,94 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     demo.set_defaults(fail=demo.error)
+    dev = commands.add_parser(
+        "dev",
+        help="serve your agent on 127.0.0.1 with the live run viewer, reloading on changes",
+        description=(
+            "Serve MODULE:ATTR (an agent function, an AgentApp, or an ASGI app that mounts "
+            "one) on 127.0.0.1 with uvicorn (pip install 'ambient-runs[dev]'), restart it "
+            "when a .py file of its folder changes, and serve the live run viewer beside "
+            "it: open the printed address in a browser."
+        ),
+    )
+    dev.add_argument("target", metavar="MODULE:ATTR", help="what to serve, e.g. my_agent:agent")
+    dev.add_argument(
+        "--port", type=int, default=8000, help="the port to listen on (default: %(default)s)"
+    )
+    dev.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help=(
+            "run an agent function detached, logged to a store, so the viewer can open "
+            "runs by id: 'memory' (this process; cleared on reload) or redis://host:port/db"
+        ),
+    )
+    dev.add_argument(
+        "--no-reload", dest="reload", action="store_false", help="do not restart on changes"
+    )
+    dev.set_defaults(fail=dev.error)
+    tail = commands.add_parser(
+        "tail",
+        help="follow a served run in the terminal, as a tree",
+        description=(
+            "Follow a run an AgentApp serves and print it as a live tree, subagent ids as "
+            "on the wire. URL is either a stored run (.../threads/<threadId>/runs/<runId>, "
+            "an app with a store: joins it, running or ended) or the endpoint itself with "
+            "--message, which starts a run. Exit status 0 when the run finished, 1 when it "
+            "failed or the stream broke. Colour on a terminal unless NO_COLOR is set."
+        ),
+    )
+    tail.add_argument("url", metavar="URL", help="the run's URL, or the endpoint's with --message")
+    tail.add_argument("--message", default=None, help="start a run with this user message")
+    tail.add_argument(
+        "--thread", default=None, metavar="ID", help="with --message: the thread (default: new)"
+    )
+    tail.add_argument(
+        "--replay",
+        action="store_true",
+        help="with a run's URL: every event from the first, not the folded join",
+    )
+    tail.set_defaults(fail=tail.error)
     return parser
+
+
+def _dev_command(args: argparse.Namespace) -> int:
+    from ambient_runs._dev import DevTargetError, serve
+
+    try:
+        return serve(args.target, port=args.port, store_url=args.store, reload=args.reload)
+    except (DevTargetError, ImportError) as error:  # MissingExtraError is an ImportError
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _tail_command(args: argparse.Namespace, out: TextIO) -> int:
+    from ambient_runs._tail import TailUsageError, tail
+
+    try:
+        return tail(
+            args.url, message=args.message, thread_id=args.thread, replay=args.replay, out=out
+        )
+    except TailUsageError as error:
+        args.fail(str(error))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _quiet(out)
+        return 1
+    return 2  # not reached: fail exits
+
+
+def _quiet(out: TextIO) -> None:
+    """The reader went away (`… | head`): stop quietly, as command-line tools do."""
+    if out is sys.stdout:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """
-    Run the command line: ``python -m ambient_runs demo [--json | --serve] …``.
+    Run the command line: ``python -m ambient_runs demo|dev|tail …``.
 
     Args:
         argv: The arguments (default: ``sys.argv[1:]``).
@@ -495,6 +509,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     parser = _parser()
     args = parser.parse_args(argv)
     out = sys.stdout if out is None else out
+    if args.command == "dev":
+        return _dev_command(args)
+    if args.command == "tail":
+        return _tail_command(args, out)
     if args.pace < 0:
         args.fail("--pace must be 0 or more")
     if not args.serve and (args.host is not None or args.port is not None):
@@ -512,7 +530,5 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     try:
         return asyncio.run(show(args.question, args.pace, out))
     except BrokenPipeError:
-        # The reader went away (`… | head`): stop quietly, as command-line tools do.
-        if out is sys.stdout:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet(out)
         return 1

@@ -19,7 +19,9 @@ The protocol, per request:
   closes cleanly;
 - a client that disconnects cancels the run at once;
 - ``GET <app path>/capabilities`` answers the protocol's ``AgentCapabilities``
-  as JSON: what the app knows of itself, merged with what was declared.
+  as JSON: what the app knows of itself, merged with what was declared;
+- with ``viewer=True``, a ``GET`` that accepts ``text/html`` (a browser) answers
+  the live run viewer (`ambient_runs.viewer`), set to talk to this endpoint.
 
 .. versionadded:: 0.1.0
 """
@@ -67,6 +69,7 @@ from ambient_runs.continuations import ContinuationStore, default_store
 from ambient_runs.conversations import ThreadStore, merge_history
 from ambient_runs.errors import AgentError, InvalidInputError, InvalidJSONError
 from ambient_runs.stores import RunStore
+from ambient_runs.viewer import _send_page, _wants_html, viewer_page
 
 __all__ = ("AgentApp", "Authorize", "Headers", "Request")
 
@@ -330,6 +333,10 @@ class AgentApp:
             nobody's runs. With *threads*, this is what decides who may use
             a thread: bind the thread id to the caller (see the docs'
             per-user pattern).
+        viewer: Serve the live run viewer (`ambient_runs.viewer`): a ``GET``
+            of the app's path whose ``Accept`` admits ``text/html`` answers the
+            page, which talks to this same path. Off by default: the page shows
+            every run's events to whoever opens it.
         run_options: Passed to `ambient_runs.stream` for every run (*buffer*,
             *transformers*, *verify*, *state*, *state_type*, *echo_input*,
             *record_messages*). A
@@ -353,7 +360,7 @@ class AgentApp:
        *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
        plain agents; `Run.request`; *store* and *lease* (detached runs);
        *capabilities* and ``GET …/capabilities``; *threads*; *authorize*;
-       *continuations*.
+       *continuations*; *viewer*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
@@ -379,6 +386,7 @@ class AgentApp:
         threads: ThreadStore | None = None,
         authorize: Authorize | None = None,
         continuations: ContinuationStore | None = None,
+        viewer: bool = False,
         **run_options: Any,
     ) -> None:
         _check_agent(agent)
@@ -456,6 +464,7 @@ class AgentApp:
 
         .. versionadded:: 0.2.0
         """
+        self._viewer_page = viewer_page() if viewer else None
         self._capabilities_body = json.dumps(
             self.capabilities, ensure_ascii=False, separators=(",", ":")
         ).encode()
@@ -525,6 +534,13 @@ class AgentApp:
             await self._detached.handle(
                 method, where, headers, request.query, receive, send, cors, self._reject
             )
+            return
+        if (
+            self._viewer_page is not None
+            and method in ("GET", "HEAD")
+            and _wants_html(headers.get("accept"))
+        ):
+            await _send_page(self._viewer_page, scope, send)
             return
         if method != "POST":
             detail = f"{method} is not allowed; POST a JSON RunAgentInput"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -11,6 +12,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonpatch
 import pytest
 
@@ -19,12 +21,12 @@ from ambient_runs._demo import (
     _ANSWER,
     CONFIRM_TOOL,
     DEFAULT_QUESTION,
-    TreePrinter,
     main,
     research_agent,
 )
 from ambient_runs._stream import stream
 from ambient_runs.asgi import AgentApp
+from ambient_runs.console import TreePrinter
 from ambient_runs.testing import assert_valid, make_input, wire
 
 SUMMARY = re.compile(r"^summary: (\d+) events, 3 subagents, \d+\.\d\d s$")
@@ -47,14 +49,14 @@ def run_demo(*args: str, out: io.StringIO | None = None) -> tuple[int, str]:
 
 class TestDemoTree:
     def test_prints_three_researchers_and_a_summary(self) -> None:
-        """The tree shows the planner, the three researchers and a one-line summary."""
+        """The tree shows the planner, the three researchers (ids as on the wire), a summary."""
         status, output = run_demo()
 
         lines = output.splitlines()
         assert 0 == status
         assert "run demo-run (thread demo-thread)" == lines[0]
         for n, angle in enumerate(("efficiency", "cost", "emissions"), 1):
-            assert f"      researcher#{n}  started: Looks into {angle}" in lines
+            assert f"      researcher#{n}  started demo-run-sub-{n}: Looks into {angle}" in lines
         assert any(line.startswith("  planner  says: Yes,") for line in lines)
         assert "run finished: success" == lines[-3]
         assert "tokens (scripted/demo-researcher): 240 in, 101 out" == lines[-2]
@@ -102,6 +104,30 @@ class TestDemoTree:
 
         assert (0, "") == (done.returncode, done.stderr)
         assert SUMMARY.match(done.stdout.splitlines()[-1])
+
+
+class TestDemoQuestion:
+    def test_researches_the_question_asked(self) -> None:
+        """--question "Tea or coffee?" researches tea or coffee, not the heat pump's angles."""
+        status, output = run_demo("--question", "Tea or coffee?")
+
+        assert 0 == status
+        assert "Tea or coffee" in output
+        assert 3 == output.count('calls web_search({"query": "Tea or coffee: ')
+        assert [] == [w for w in ("efficiency", "emissions", "heat pump") if w in output]
+
+    def test_the_default_question_keeps_its_script(self) -> None:
+        """The heat-pump question still gets the efficiency, cost and emissions angles."""
+        _, output = run_demo()
+
+        assert all(w in output for w in ("efficiency", "cost", "emissions"))
+
+
+async def browser_get(app: AgentApp) -> httpx.Response:
+    """A browser's GET of the served demo, in process."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
+        return await client.get("/", headers={"accept": "text/html"})
 
 
 class TestDemoJson:
@@ -171,6 +197,7 @@ class TestDemoCommandLine:
 
         [(app, default), (_, chosen)] = calls
         assert isinstance(app, AgentApp)
+        assert 200 == asyncio.run(browser_get(app)).status_code  # the live run viewer
         assert ({"host": "127.0.0.1", "port": 8000}, {"host": "::1", "port": 9001}) == (
             default,
             chosen,

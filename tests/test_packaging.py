@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import ambient_runs
+import ambient_runs.viewer
 
 ROOT = Path(__file__).parent.parent
 
@@ -289,6 +290,28 @@ class TestWheel:
         )
 
         assert f"ambient-runs {ambient_runs.__version__}\n" == out.stdout
+
+    def test_the_viewer_ships_in_the_wheel_and_serves_from_it(
+        self, fresh_install: tuple[Path, Path]
+    ) -> None:
+        """The viewer's HTML, CSS and JS are package data of the wheel, and load from it."""
+        wheel, python = fresh_install
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+        page = subprocess.run(
+            [str(python), "-c", "import ambient_runs.viewer as v; print(len(v.viewer_page()))"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=python.parent,
+        )
+
+        assert {
+            "ambient_runs/_viewer/index.html",
+            "ambient_runs/_viewer/viewer.css",
+            "ambient_runs/_viewer/viewer.js",
+        } <= names
+        assert len(ambient_runs.viewer.viewer_page()) == int(page.stdout)
 
     def test_import_needs_only_the_runtime_dependencies(
         self, fresh_install: tuple[Path, Path]
