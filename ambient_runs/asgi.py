@@ -830,6 +830,8 @@ def _check_authorize(authorize: object) -> None:
             f"thread_id, run_id): {fix}"
         )
         raise TypeError(msg) from None
+
+
 def _continuations_of(store: RunStore | None) -> ContinuationStore | None:
     """The continuation store beside *store*: a RedisStore's Redis; None for the default."""
     if type(store).__module__ != "ambient_runs.stores.redis":

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _node import client_verify
 from _resume_contract import APPROVALS, KINDS, Kind, post
+from support.node import client_verify
 
 from ambient_runs.adapters._resume import approval_schema
 from ambient_runs.asgi import AgentApp

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _node import assert_clean, client_run, client_verify
+from support.node import assert_clean, client_run, client_verify
 
 import ambient_runs as ar
 from ambient_runs.testing import assert_valid

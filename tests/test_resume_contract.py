@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _node import client_verify
 from _resume_contract import KINDS, Kind, post
+from support.node import client_verify
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _node import aclient_run, assert_clean
 from _resume_contract import KINDS
-from _uvicorn_server import E2E, serving
+from support.node import aclient_run, assert_clean
+from support.servers import E2E, serving
 
 from ambient_runs.asgi import AgentApp
 from ambient_runs.continuations import ContinuationStore, MemoryContinuations

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 import httpx
-from _uvicorn_server import E2E, serving
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs import _detached

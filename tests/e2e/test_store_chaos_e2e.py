@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _uvicorn_server import E2E, serving
+from support.servers import E2E, serving
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp

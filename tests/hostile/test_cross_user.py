@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-from _node import client_verify
-from _uvicorn_server import E2E, serving
-from _wire_helpers import assert_one_terminal
+from support.node import client_verify
+from support.servers import E2E, serving
+from support.sse import assert_one_terminal
 
 import ambient_runs as ar
 from ambient_runs import events as ev
