@@ -52,7 +52,9 @@ __all__ = (
     "RunNotFoundError",
     "RunStore",
     "RunView",
+    "SequenceGapError",
     "StoreError",
+    "StoreFullError",
     "StoreUnavailableError",
     "follow",
     "prelude",
@@ -126,6 +128,44 @@ class StoreUnavailableError(StoreError, ConnectionError):
 
     .. versionadded:: 0.1.0
     """
+
+
+class StoreFullError(StoreUnavailableError):
+    """
+    The store refused a write for want of memory: Redis reached its
+    ``maxmemory`` with a policy that evicts nothing (``noeviction``), so it
+    answers writes with an ``OOM`` error. Reads still work.
+
+    It is a `StoreUnavailableError` (a transport answers 503, or ``RUN_ERROR``
+    code ``store_unavailable``): the write may succeed once memory is freed.
+    The fix is on the Redis side: raise ``maxmemory``, shorten the store's
+    *retention*, or lower its *max_events*.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class SequenceGapError(StoreError, ValueError):
+    """
+    An append with *first* does not line up with the run's log: the log's last
+    sequence number is neither ``first - 1`` (the batch comes next) nor at or
+    past the batch's last number with this very batch logged there (a retry
+    of a batch that already landed).
+
+    The caller's view of the log is wrong (a batch it never appended, or one
+    it skipped); appending anyway would leave a gap or a duplicate.
+
+    Attributes:
+        first: The sequence number the batch's first event was to get.
+        last: The log's last sequence number.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, message: str, *, first: int, last: int) -> None:
+        super().__init__(message)
+        self.first = first
+        self.last = last
 
 
 class RunEndedError(StoreError, RuntimeError):
@@ -207,7 +247,13 @@ class RunStore(Protocol):
         """Open a run's log, owned by *owner* under a lease; `RunExistsError` if it exists."""
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
         """
         Append *events* in order; with *final*, the last one is the terminal event.
@@ -218,10 +264,25 @@ class RunStore(Protocol):
         callers append what they have gathered at once (a detached run
         appends once per loop tick).
 
+        With *first*, the append is idempotent: the batch's first event is to
+        get sequence number *first*. If the log already holds this batch at
+        ``first`` … ``first + len(events) - 1`` (a retry of a batch that
+        landed although its caller saw a timeout), nothing is written and
+        ``first + len(events) - 1`` is returned; if the log's last number is
+        ``first - 1``, the batch is written; anything else raises
+        `SequenceGapError`. A caller that always passes *first* can retry an
+        append that failed with `StoreUnavailableError` as often as it likes:
+        each batch is logged exactly once. Without *first*, a retried append
+        whose first attempt did land is logged twice.
+
         Returns the sequence number of the last one. Raises `RunEndedError` once
-        the run has ended, `RunNotFoundError` if it is not in the store, and
-        ``ValueError`` for an event holding a line break, or a *final* append
-        with no events.
+        the run has ended, `RunNotFoundError` if it is not in the store,
+        `SequenceGapError` (above), `StoreUnavailableError` when the store does
+        not answer (the batch may or may not have landed: retry with *first*),
+        and ``ValueError`` for an event holding a line break, a *final* append
+        with no events, or a *first* below 1.
+
+        .. versionchanged:: 0.1.0 *first*.
         """
 
     async def read(
@@ -282,9 +343,12 @@ def _check_bounds(retention: float, max_events: int) -> None:
         raise ValueError(msg)
 
 
-def _check_final(events: Sequence[bytes], final: bool) -> None:
+def _check_final(events: Sequence[bytes], final: bool, first: int | None = None) -> None:
     if final and not events:
         msg = "a final append needs the terminal event: pass it in events"
+        raise ValueError(msg)
+    if first is not None and (not isinstance(first, int) or first < 1):
+        msg = f"first is the sequence number of the batch's first event (1 or more), not {first!r}"
         raise ValueError(msg)
 
 
@@ -447,12 +511,25 @@ class MemoryStore:
         self._runs[key] = _MemoryRun(input, owner, lease, self.max_events)
 
     async def append(
-        self, thread_id: str, run_id: str, events: Sequence[bytes], *, final: bool = False
+        self,
+        thread_id: str,
+        run_id: str,
+        events: Sequence[bytes],
+        *,
+        final: bool = False,
+        first: int | None = None,
     ) -> int:
         """See `RunStore.append`."""
-        _check_final(events, final)
+        _check_final(events, final, first)
         _check_lines(b"\n".join(events), events)
         run = self._get(thread_id, run_id)
+        if first is not None and run.last != first - 1:
+            top = first + len(events) - 1
+            if run.last >= top and _holds(run.entries, first, events):
+                return top  # a retry of a batch that landed
+            if run.end is not None:
+                raise _ended(thread_id, run_id)
+            raise _gap(thread_id, run_id, first, run.last)
         if run.end is not None:
             raise _ended(thread_id, run_id)
         seq = run.last
@@ -548,6 +625,23 @@ class MemoryStore:
             run.wake()
         self._runs.clear()
         self._expiry.clear()
+
+
+def _holds(entries: deque[Entry], first: int, events: Sequence[bytes]) -> bool:
+    """Whether *entries* hold *events* from *first* on (assumed so where they were trimmed)."""
+    if not entries:
+        return True
+    start = first - entries[0][0]
+    return all(start + i < 0 or entries[start + i][1] == event for i, event in enumerate(events))
+
+
+def _gap(thread_id: str, run_id: str, first: int, last: int) -> SequenceGapError:
+    return SequenceGapError(
+        f"a batch starting at {first} does not fit run {run_id!r} of thread {thread_id!r}, "
+        f"whose log ends at {last}: append from the last number the store returned",
+        first=first,
+        last=last,
+    )
 
 
 def _not_found(thread_id: str, run_id: str) -> RunNotFoundError:
