@@ -86,6 +86,7 @@ _LIVE_SLACK = 60.0  # seconds a live run's keys outlast its last append, besides
 _SCAN = 64  # stream entries (batches) per XRANGE inside the read script, and per shared XREAD
 _BLOCK = 1.0  # seconds the shared XREAD blocks at most (a new stream interrupts it sooner)
 _PING_EVERY = 10.0  # idle seconds after which the cancel subscription checks its link
+_MAX_ID = 2**64 - 1  # the largest sequence part of a stream id
 _AGAIN = object()  # what the shared reader hands a waiter it cannot serve: read again
 
 _S = "local function s(n) return string.format('%d', n) end\n"
@@ -555,7 +556,8 @@ class RedisStore:
     async def _read_script(
         self, thread_id: str, run_id: str, keys: list[str], after: int, limit: int
     ) -> tuple[int, Page]:
-        args: list[Any] = [after, limit, _SCAN, f"0-{after + 1}"]
+        start = min(after + 1, _MAX_ID)  # past any log: Redis refuses larger ids
+        args: list[Any] = [min(after, _MAX_ID), limit, _SCAN, f"0-{start}"]
         with self._named(f"read run {run_id!r}"):
             answer: Any = await self._read(keys=keys, args=args)
         if answer is None:
