@@ -1,4 +1,4 @@
-"""RedisStore under load and failure, against a real redis-server: cursors, pools, the shared reader."""
+"""RedisStore against a real redis-server: large cursors, the pools, the shared reader."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ async def opened(store: RedisStore, run: str = "r") -> None:
 
 class TestLargeCursors:
     @pytest.mark.parametrize("after", [10**14, 2**53, 10**19, 10**30])
-    async def test_a_cursor_past_the_log_reads_nothing(self, store: RedisStore, after: int) -> None:
+    async def test_a_cursor_past_the_log_reads_nothing(
+        self, store: RedisStore, after: int
+    ) -> None:
         """A 15-digit (or larger) cursor is an empty page, not a Lua '0-1e+14' error."""
         await opened(store)
         await store.append("t", "r", events(3))
@@ -78,7 +80,7 @@ class TestPools:
     async def test_followers_holding_every_read_connection_leave_the_owner_alone(
         self, redis_url: str
     ) -> None:
-        """With the read pool taken, the owner still creates, appends and renews; a read is told why."""
+        """With the read pool taken the owner creates, appends and renews; a read says why."""
         pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=1, timeout=0.2)
         client = aioredis.Redis(connection_pool=pool)
         store = RedisStore(client=client, prefix=f"t-{uuid.uuid4().hex}:", pool_timeout=0.2)
@@ -151,9 +153,7 @@ class TestSharedReader:
         await store.append("t", "r", events(1))
         before = await xread_calls(admin)
 
-        waiting = [
-            asyncio.create_task(store.read("t", "r", 1, wait=5)) for _ in range(200)
-        ]
+        waiting = [asyncio.create_task(store.read("t", "r", 1, wait=5)) for _ in range(200)]
         await asyncio.sleep(0.1)
         await store.append("t", "r", events(2, 1))
         pages = await asyncio.gather(*waiting)
@@ -165,7 +165,7 @@ class TestSharedReader:
     async def test_reads_of_several_runs_share_the_reader_and_each_gets_its_own(
         self, store: RedisStore
     ) -> None:
-        """Waits on different runs (one started while another waits) each get their run's events."""
+        """Waits on two runs (one begun while the other waits) each get their own run's events."""
         await opened(store, "a")
         first = asyncio.create_task(store.read("t", "a", 0, wait=5))
         await asyncio.sleep(0.05)

@@ -87,6 +87,7 @@ _SCAN = 64  # stream entries (batches) per XRANGE inside the read script, and pe
 _BLOCK = 1.0  # seconds the shared XREAD blocks at most (a new stream interrupts it sooner)
 _PING_EVERY = 10.0  # idle seconds after which the cancel subscription checks its link
 _MAX_ID = 2**64 - 1  # the largest sequence part of a stream id
+_CLOSING = 1.0  # seconds aclose waits for a cancelled background task before cutting its link
 _AGAIN = object()  # what the shared reader hands a waiter it cannot serve: read again
 
 _S = "local function s(n) return string.format('%d', n) end\n"
@@ -375,6 +376,7 @@ class RedisStore:
         self._cancel_waiters: dict[bytes, list[asyncio.Future[None]]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"<RedisStore {self._where()} prefix={self.prefix!r}>"
@@ -673,7 +675,7 @@ class RedisStore:
     async def _listen_loop(self) -> None:
         """Hear cancel requests; on a dropped connection say so once, and subscribe again."""
         failures = 0
-        while True:
+        while not self._closed:
             pubsub = self._listening.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self._channel)
@@ -689,6 +691,8 @@ class RedisStore:
                 await self._hear(pubsub)
             except Exception as error:
                 self._subscribed.clear()
+                if self._closed:
+                    return
                 failures += 1
                 # Once per outage at WARNING (with the cause); each retry after it at DEBUG.
                 _log.log(
@@ -707,7 +711,7 @@ class RedisStore:
     async def _hear(self, pubsub: Any) -> None:
         """Wake the waiters of each cancel published; ping when idle, to notice a dead link."""
         pinged = False
-        while True:
+        while not self._closed:
             message = await pubsub.get_message(timeout=_PING_EVERY)
             if message is None:
                 if pinged:
@@ -740,10 +744,16 @@ class RedisStore:
 
     async def aclose(self) -> None:
         """Stop listening and reading, and close the connections (not a *client* passed in)."""
+        self._closed = True
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.cancel()
-            await asyncio.wait((listener,))
+            # A cancel that lands inside redis-py's read can be lost there: closing the
+            # connection under it ends that read, and the loop sees it is closed.
+            done, _ = await asyncio.wait((listener,), timeout=_CLOSING)
+            if not done:
+                await self._listening.connection_pool.disconnect()
+                await asyncio.wait((listener,))
         await self._reader.aclose()
         # Clients made on a pool of ours leave it open when closed: close the pools too.
         await self._owner.aclose(close_connection_pool=True)
@@ -908,7 +918,10 @@ class _Reader:
         for task in (self._task, self._poke):
             if task is not None and not task.done():
                 task.cancel()
-                await asyncio.wait((task,))
+                done, _ = await asyncio.wait((task,), timeout=_CLOSING)
+                if not done:  # its cancel was lost in redis-py's read: cut the link under it
+                    await self._disconnect()
+                    await asyncio.wait((task,))
         await self._disconnect()
 
 
