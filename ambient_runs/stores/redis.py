@@ -787,7 +787,8 @@ class _Reader:
 
     def __init__(self, store: RedisStore) -> None:
         self._store = store
-        self._waiting: dict[str, list[_Waiter]] = {}
+        # Per stream, its waiters as an insertion-ordered set: thousands come and go per batch.
+        self._waiting: dict[str, dict[_Waiter, None]] = {}
         self._task: asyncio.Task[None] | None = None
         self._connection: Any = None
         self._client_id: int | None = None
@@ -800,7 +801,7 @@ class _Reader:
     ) -> Page | object | None:
         """Wait for events after *after* in stream *key*: a page, `_AGAIN`, or None (timeout)."""
         waiter = _Waiter(after, cursor, limit)
-        self._waiting.setdefault(key, []).append(waiter)
+        self._waiting.setdefault(key, {})[waiter] = None
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"ambient_runs RedisStore {self._store._where()} reader"
@@ -823,10 +824,8 @@ class _Reader:
 
     def _forget(self, key: str, waiter: _Waiter) -> None:
         waiters = self._waiting.get(key)
-        if waiters is not None and waiter in waiters:
-            waiters.remove(waiter)
-            if not waiters:
-                del self._waiting[key]
+        if waiters is not None and waiters.pop(waiter, False) is None and not waiters:
+            del self._waiting[key]
 
     def _interrupt(self) -> None:
         """Have the XREAD under way return now, so that the next one watches the new stream."""
@@ -902,7 +901,7 @@ class _Reader:
             for waiter in list(waiters):
                 got = _page(batches, waiter.after, waiter.limit)
                 if got is not None:
-                    waiters.remove(waiter)
+                    del waiters[waiter]
                     if not waiter.future.done():
                         waiter.future.set_result(got)
             if not waiters:
@@ -925,7 +924,7 @@ class _Reader:
         await self._disconnect()
 
 
-_Batch: TypeAlias = tuple[int, int, bytes, bool]  # first, last, data, final
+_Batch: TypeAlias = tuple[int, int, list[Entry], bool]  # first, last, its entries, final
 
 
 def _batch(item: Any) -> _Batch:
@@ -935,22 +934,21 @@ def _batch(item: Any) -> _Batch:
         values = {bytes(k): v for k, v in fields.items()}
     else:
         values = dict(zip(fields[::2], fields[1::2], strict=True))
-    last = int(id.split(b"-", 1)[1])
-    return int(values[b"f"]), last, values[b"d"], values.get(b"e") == b"1"
+    first, last = int(values[b"f"]), int(id.split(b"-", 1)[1])
+    entries = list(zip(range(first, last + 1), values[b"d"].split(b"\n"), strict=True))
+    return first, last, entries, values.get(b"e") == b"1"
 
 
 def _page(batches: list[_Batch], after: int, limit: int) -> Page | object | None:
     """The page after *after* from consecutive *batches*: None if empty, `_AGAIN` on a gap."""
     entries: list[Entry] = []
     end = None
-    for first, last, data, final in batches:
+    for first, last, held, final in batches:
         if last <= after:
             continue
         if not entries and first > after + 1:
             return _AGAIN  # trimmed under our feet: the read script says how
-        events = data.split(b"\n")
-        skip = max(0, after + 1 - first)
-        entries.extend(zip(range(first + skip, last + 1), events[skip:], strict=True))
+        entries.extend(held[after + 1 - first :] if first <= after else held)
         if final:
             end = last
         if len(entries) >= limit:
