@@ -748,8 +748,9 @@ class RedisStore:
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.cancel()
-            # A cancel that lands inside redis-py's read can be lost there: closing the
-            # connection under it ends that read, and the loop sees it is closed.
+            # redis-py can turn a cancel landing in its read into a plain "no message" (seen
+            # as a hang here): the loop then sees _closed and ends; a read still under way
+            # ends when its connection is cut.
             done, _ = await asyncio.wait((listener,), timeout=_CLOSING)
             if not done:
                 await self._listening.connection_pool.disconnect()
@@ -795,6 +796,7 @@ class _Reader:
         self._watched: dict[str, int] | None = None  # the XREAD under way: stream -> cursor
         self._round = 0
         self._poke: asyncio.Task[None] | None = None
+        self._closed = False
 
     async def wait(
         self, key: str, after: int, cursor: int, limit: int, seconds: float
@@ -846,7 +848,7 @@ class _Reader:
 
     async def _run(self) -> None:
         store = self._store
-        while self._waiting:
+        while self._waiting and not self._closed:
             try:
                 reply = await self._xread()
             except Exception as error:
@@ -914,6 +916,7 @@ class _Reader:
                 await connection.disconnect()
 
     async def aclose(self) -> None:
+        self._closed = True
         for task in (self._task, self._poke):
             if task is not None and not task.done():
                 task.cancel()
