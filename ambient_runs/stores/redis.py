@@ -7,11 +7,13 @@ asyncio client) and Redis ≥ 6.2. Per run, under *prefix*:
 - ``…:events``, a stream with one entry per **batch** of events (one
   `RunStore.append`: what a detached run emitted in one loop tick). The entry's
   id is ``0-<last>``, the sequence number of the batch's last event; its fields
-  are ``f``, the sequence number of its first event, and ``d``, the batch's
-  events (compact JSON) joined by newlines. Reading after a cursor is one
-  ``XRANGE`` from ``0-<cursor + 1>``: the first entry it returns is the batch
-  holding the event right after the cursor, sliced in this process. Followers
-  wait on it with ``XREAD BLOCK``. The size bound trims whole batches with
+  are ``f``, the sequence number of its first event, ``d``, the batch's
+  events (compact JSON) joined by newlines, and ``e`` (``1``) on the batch
+  holding the terminal event. Reading after a cursor is one ``XRANGE`` from
+  ``0-<cursor + 1>``: the first entry it returns is the batch holding the event
+  right after the cursor, sliced in this process. Followers wait on it with
+  ``XREAD BLOCK``, one per store for all runs (`RedisStore` says how). The
+  size bound trims whole batches with
   ``XADD … MINID 0-<last - max_events + 1>``, so at least the last
   *max_events* events are always kept;
 - ``…:meta``, a hash: the input, the owner, the lease, the last and the end
@@ -23,7 +25,11 @@ asyncio client) and Redis ≥ 6.2. Per run, under *prefix*:
 
 Appends, reads, ends and cancels are Lua scripts of one round trip each, so an
 append after the end, or two followers ending a lost run at once, cannot
-interleave, and a read sees the log and its end as of one instant. While a run
+interleave, and a read sees the log and its end as of one instant. An append
+with *first* checks inside its script whether its batch is logged already, so a
+try that timed out here but ran in Redis all the same is never logged twice.
+Every number a script writes goes through ``string.format('%d')``, since Lua's
+own conversion writes 10^14 as ``1e+14``. While a run
 is live its keys expire *retention* + its lease after the last append or
 renewal (an abandoned run cleans itself up); once ended, *retention* after the
 end.
