@@ -185,3 +185,39 @@ class TestSharedReader:
         await opened(store)
 
         assert Page([], None) == await store.read("t", "r", 0, wait=0.1)
+
+
+class TestSharedCalls:
+    async def test_a_read_after_an_append_sees_it_though_equal_reads_are_under_way(
+        self, store: RedisStore
+    ) -> None:
+        """Equal concurrent reads share a round trip, but never one sent before the caller's
+        append returned: read-your-writes holds."""
+        await opened(store)
+        last = 0
+        for i in range(30):
+            before = [asyncio.create_task(store.read("t", "r", 0)) for _ in range(3)]
+            for _ in range(i % 4):
+                await asyncio.sleep(0)  # the earlier reads at every stage of their trip
+            last = await store.append("t", "r", events(1, i), first=last + 1)
+            page = await store.read("t", "r", 0)
+            await asyncio.gather(*before)
+
+            assert last == page.entries[-1][0]
+
+    async def test_equal_reads_made_together_share_one_round_trip(
+        self, store: RedisStore, admin: aioredis.Redis
+    ) -> None:
+        """100 equal reads started in one turn of the loop cost one script call."""
+        await opened(store)
+        await store.append("t", "r", events(3))
+        await store.read("t", "r", 0)  # the read script is loaded (a first EVALSHA fails)
+        stats = await admin.info("commandstats")
+        before = int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+        pages = await asyncio.gather(*(store.read("t", "r", 1) for _ in range(100)))
+        stats = await admin.info("commandstats")
+        calls = int(stats["cmdstat_evalsha"]["calls"]) - before
+
+        assert all([2, 3] == [seq for seq, _ in page.entries] for page in pages)
+        assert 1 == calls

@@ -379,10 +379,7 @@ class RedisStore:
         self._cancel = self._redis.register_script(_CANCEL)
         self._reader = _Reader(self)
         self._shared: dict[tuple[str, ...], asyncio.Future[Any]] = {}
-        self._cancel_waiters: dict[bytes, list[asyncio.Future[None]]] = {}
-        self._listener: asyncio.Task[None] | None = None
-        self._subscribed = asyncio.Event()
-        self._closed = False
+        self._cancels = _Cancels(self)
 
     def __repr__(self) -> str:
         return f"<RedisStore {self._where()} prefix={self.prefix!r}>"
@@ -453,13 +450,24 @@ class RedisStore:
             raise failure from error
 
     async def _once(self, key: tuple[str, ...], make: Callable[[], Awaitable[_T]]) -> _T:
-        """Await *make()*, or the same call already under way: concurrent equal calls share one."""
+        """
+        Await *make()*, shared with the equal calls made in the same turn of the loop.
+
+        Callers join a call only until it is sent, never one already on its way:
+        so each caller still sees every write that completed before it called.
+        """
         future = self._shared.get(key)
         if future is None:
-            future = asyncio.ensure_future(make())
+            future = asyncio.ensure_future(self._send(key, make))
             self._shared[key] = future
             future.add_done_callback(functools.partial(self._settled, key))
         return cast("_T", await asyncio.shield(future))
+
+    async def _send(self, key: tuple[str, ...], make: Callable[[], Awaitable[_T]]) -> _T:
+        await asyncio.sleep(0)  # the callers woken with the first one join it meanwhile
+        if self._shared.get(key) is asyncio.current_task():
+            del self._shared[key]  # from here on, a new caller makes a new call
+        return await make()
 
     def _settled(self, key: tuple[str, ...], future: asyncio.Future[Any]) -> None:
         if self._shared.get(key) is future:
@@ -653,29 +661,66 @@ class RedisStore:
         cancel requests reconnects by itself, and then looks again at the cancel
         keys of every run waited on, so a request made meanwhile is not missed.
         """
-        base = self._base(thread_id, run_id).encode()
+        base = self._base(thread_id, run_id)
+
+        async def requested() -> bool:
+            with self._named(f"look for a cancel of run {run_id!r}"):
+                return bool(await self._owner.exists(f"{base}:cancel"))
+
+        await self._cancels.wait(base.encode(), requested)
+
+    async def aclose(self) -> None:
+        """Stop listening and reading, and close the connections (not a *client* passed in)."""
+        await self._cancels.aclose()
+        await self._reader.aclose()
+        # Clients made on a pool of ours leave it open when closed: close the pools too.
+        await self._owner.aclose(close_connection_pool=True)
+        await self._listening.aclose(close_connection_pool=True)
+        if self._owns_client:
+            await self._redis.aclose(close_connection_pool=True)
+
+
+class _Cancels:
+    """
+    The one subscription of a `RedisStore` to its cancel channel, for every run it waits on.
+
+    On a dropped connection it logs once (WARNING, with the cause), subscribes
+    again with backoff, says so (INFO), and then looks at the cancel key of every
+    run waited on: a request made while it was away is not missed.
+    """
+
+    def __init__(self, store: RedisStore) -> None:
+        self._store = store
+        self._listening = store._listening
+        self._channel = store._channel
+        self._waiters: dict[bytes, list[asyncio.Future[None]]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+        self._closed = False
+
+    async def wait(self, base: bytes, requested: Callable[[], Awaitable[bool]]) -> None:
+        """Return once the run under *base* is cancelled (*requested* looks at its key)."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._cancel_waiters.setdefault(base, []).append(waiter)
+        self._waiters.setdefault(base, []).append(waiter)
         try:
             self._listen()
             await self._subscribed.wait()
             # Subscribed first, then checked: a request between the two is not missed.
-            with self._named(f"look for a cancel of run {run_id!r}"):
-                if await self._owner.exists(f"{base.decode()}:cancel"):
-                    return
+            if await requested():
+                return
             await waiter
         finally:
-            waiters = self._cancel_waiters.get(base, [])
+            waiters = self._waiters.get(base, [])
             if waiter in waiters:
                 waiters.remove(waiter)
             if not waiters:
-                self._cancel_waiters.pop(base, None)
+                self._waiters.pop(base, None)
 
     def _listen(self) -> None:
         """Start the one subscription to the cancel channel, once."""
         if self._listener is None or self._listener.done():
             self._listener = asyncio.get_running_loop().create_task(
-                self._listen_loop(), name=f"ambient_runs RedisStore {self._where()} cancels"
+                self._listen_loop(), name=f"ambient_runs RedisStore {self._store._where()} cancels"
             )
 
     async def _listen_loop(self) -> None:
@@ -685,12 +730,12 @@ class RedisStore:
             pubsub = self._listening.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self._channel)
-                await self._recheck_cancels()
+                await self._recheck()
                 self._subscribed.set()
                 if failures:
                     _log.info(
                         "the cancel subscription of %r is back after %d failed tries",
-                        self,
+                        self._store,
                         failures,
                     )
                     failures = 0
@@ -704,7 +749,7 @@ class RedisStore:
                 _log.log(
                     logging.WARNING if failures == 1 else logging.DEBUG,
                     "the cancel subscription of %r to %r dropped (%s: %s); reconnecting",
-                    self,
+                    self._store,
                     self._channel,
                     type(error).__name__,
                     error,
@@ -728,16 +773,16 @@ class RedisStore:
                 continue
             pinged = False
             if message.get("type") == "message":
-                self._wake_cancel(message["data"])
+                self._wake(message["data"])
 
-    def _wake_cancel(self, base: bytes) -> None:
-        for waiter in self._cancel_waiters.pop(base, []):
+    def _wake(self, base: bytes) -> None:
+        for waiter in self._waiters.pop(base, []):
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _recheck_cancels(self) -> None:
+    async def _recheck(self) -> None:
         """Wake the waiters of runs cancelled while the subscription was down."""
-        bases = list(self._cancel_waiters)
+        bases = list(self._waiters)
         if not bases:
             return
         async with self._listening.pipeline(transaction=False) as pipe:
@@ -746,10 +791,9 @@ class RedisStore:
             found = await pipe.execute()
         for base, cancelled in zip(bases, found, strict=True):
             if cancelled:
-                self._wake_cancel(base)
+                self._wake(base)
 
     async def aclose(self) -> None:
-        """Stop listening and reading, and close the connections (not a *client* passed in)."""
         self._closed = True
         listener, self._listener = self._listener, None
         if listener is not None:
@@ -761,12 +805,6 @@ class RedisStore:
             if not done:
                 await self._listening.connection_pool.disconnect()
                 await asyncio.wait((listener,))
-        await self._reader.aclose()
-        # Clients made on a pool of ours leave it open when closed: close the pools too.
-        await self._owner.aclose(close_connection_pool=True)
-        await self._listening.aclose(close_connection_pool=True)
-        if self._owns_client:
-            await self._redis.aclose(close_connection_pool=True)
 
 
 class _Waiter:

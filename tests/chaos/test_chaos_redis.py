@@ -155,7 +155,7 @@ class TestKillAndRestart:
             waiting = asyncio.create_task(store.wait_cancel("t", "r"))
             base = store._base("t", "r").encode()
             for _ in range(500):  # until it waits on the subscription (internal state)
-                if base in store._cancel_waiters and store._subscribed.is_set():
+                if base in store._cancels._waiters and store._cancels._subscribed.is_set():
                     break
                 await asyncio.sleep(0.01)
             follower = asyncio.create_task(store.read("t", "r", 2, wait=10))
