@@ -221,3 +221,17 @@ class TestSharedCalls:
 
         assert all([2, 3] == [seq for seq, _ in page.entries] for page in pages)
         assert 1 == calls
+
+    async def test_a_wait_past_the_log_does_not_spin_on_the_batches_before_it(
+        self, store: RedisStore, admin: aioredis.Redis
+    ) -> None:
+        """Batches that land before a far cursor are read once, not again and again."""
+        await opened(store)
+        waiting = asyncio.create_task(store.read("t", "r", 1000, wait=0.5))
+        await asyncio.sleep(0.05)
+        before = await xread_calls(admin)
+        for i in range(5):
+            await store.append("t", "r", events(1, i))
+
+        assert Page([], None) == await waiting
+        assert await xread_calls(admin) - before < 20

@@ -944,12 +944,15 @@ class _Reader:
             if not waiters:
                 continue
             batches = [_batch(item) for item in items]
+            top = batches[-1][1] if batches else 0
             for waiter in list(waiters):
                 got = _page(batches, waiter.after, waiter.limit)
-                if got is not None:
-                    del waiters[waiter]
-                    if not waiter.future.done():
-                        waiter.future.set_result(got)
+                if got is None:  # all at or before its cursor: the next XREAD starts past them
+                    waiter.cursor = max(waiter.cursor, min(waiter.after, top))
+                    continue
+                del waiters[waiter]
+                if not waiter.future.done():
+                    waiter.future.set_result(got)
             if not waiters:
                 del self._waiting[key]
 
