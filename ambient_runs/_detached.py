@@ -916,11 +916,14 @@ def _unavailable(error: BaseException) -> bool:
 
 
 def _unavailable_message(error: BaseException) -> str:
-    return f"the run store is unavailable ({error}); the run was stopped, start it again"
+    kind = type(error).__name__  # not its text, which may name hosts
+    return f"the run store is unavailable ({kind}); the run was stopped, start it again"
 
 
 def _store_unavailable(error: BaseException) -> ev.RunErrorEvent:
-    message = f"the run store is unavailable ({error}); resume or join the run again later"
+    # The type alone: a client library's message may name hosts (the log has it all).
+    kind = type(error).__name__
+    message = f"the run store is unavailable ({kind}); resume or join the run again later"
     return ev.RunErrorEvent(message=message, code="store_unavailable")
 
 

@@ -51,6 +51,7 @@ __all__ = (
     "RunNotFoundError",
     "RunStore",
     "RunView",
+    "SequenceGapError",
     "StoreError",
     "StoreFullError",
     "StoreUnavailableError",
@@ -137,17 +138,43 @@ class StoreUnavailableError(StoreError, ConnectionError):
 
 class StoreFullError(StoreUnavailableError):
     """
-    The store is at its size bound with live runs alone, so it refused a new run
-    or an append: a `MemoryStore` whose *max_runs* or *max_bytes* is taken by
-    runs still going (ended runs are evicted first, oldest first).
+    The store refused a run or a write for want of room. A `MemoryStore` whose
+    *max_runs* or *max_bytes* is taken by runs still going refuses a new run or
+    an append (ended runs are evicted first, oldest first); a Redis at its
+    ``maxmemory`` with a policy that evicts nothing (``noeviction``) answers
+    writes with an ``OOM`` error (reads still work).
 
-    It is a `StoreUnavailableError`: the condition passes as live runs end, so a
-    transport answers 503 with ``Retry-After`` (or ``RUN_ERROR`` code
-    ``store_unavailable`` once a stream has started). Raise the bound or run
-    fewer runs at once.
+    It is a `StoreUnavailableError`: the condition passes as runs end or memory
+    is freed, so a transport answers 503 with ``Retry-After`` (or ``RUN_ERROR``
+    code ``store_unavailable`` once a stream has started). The fix: raise the
+    bound (*max_bytes*, Redis's ``maxmemory``), shorten *retention*, or lower
+    *max_events*.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
+
+
+class SequenceGapError(StoreError, ValueError):
+    """
+    An append with *first* does not line up with the run's log: the log's last
+    sequence number is neither ``first - 1`` (the batch comes next) nor at or
+    past the batch's last number with this very batch logged there (a retry
+    of a batch that already landed).
+
+    The caller's view of the log is wrong (a batch it never appended, or one
+    it skipped); appending anyway would leave a gap or a duplicate.
+
+    Attributes:
+        first: The sequence number the batch's first event was to get.
+        last: The log's last sequence number.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, message: str, *, first: int, last: int) -> None:
+        super().__init__(message)
+        self.first = first
+        self.last = last
 
 
 class RunEndedError(StoreError, RuntimeError):
@@ -251,10 +278,25 @@ class RunStore(Protocol):
         callers append what they have gathered at once (a detached run
         appends once per loop tick).
 
+        With *first*, the append is idempotent: the batch's first event is to
+        get sequence number *first*. If the log already holds this batch at
+        ``first`` … ``first + len(events) - 1`` (a retry of a batch that
+        landed although its caller saw a timeout), nothing is written and
+        ``first + len(events) - 1`` is returned; if the log's last number is
+        ``first - 1``, the batch is written; anything else raises
+        `SequenceGapError`. A caller that always passes *first* can retry an
+        append that failed with `StoreUnavailableError` as often as it likes:
+        each batch is logged exactly once. Without *first*, a retried append
+        whose first attempt did land is logged twice.
+
         Returns the sequence number of the last one. Raises `RunEndedError` once
-        the run has ended, `RunNotFoundError` if it is not in the store, and
-        ``ValueError`` for an event holding a line break, or a *final* append
-        with no events.
+        the run has ended, `RunNotFoundError` if it is not in the store,
+        `SequenceGapError` (above), `StoreUnavailableError` when the store does
+        not answer (the batch may or may not have landed: retry with *first*),
+        and ``ValueError`` for an event holding a line break, a *final* append
+        with no events, or a *first* below 1.
+
+        .. versionchanged:: 0.1.0 *first*.
         """
 
     async def read(
@@ -326,9 +368,12 @@ def _check_bounds(retention: float, max_events: int) -> None:
         raise ValueError(msg)
 
 
-def _check_final(events: Sequence[bytes], final: bool) -> None:
+def _check_final(events: Sequence[bytes], final: bool, first: int | None = None) -> None:
     if final and not events:
         msg = "a final append needs the terminal event: pass it in events"
+        raise ValueError(msg)
+    if first is not None and (not isinstance(first, int) or first < 1):
+        msg = f"first is the sequence number of the batch's first event (1 or more), not {first!r}"
         raise ValueError(msg)
 
 
@@ -610,23 +655,17 @@ class MemoryStore:
         first: int | None = None,
     ) -> int:
         """See `RunStore.append`; `StoreFullError` when live runs fill *max_bytes*."""
-        _check_final(events, final)
+        _check_final(events, final, first)
         _check_lines(b"\n".join(events), events)
         key = (thread_id, run_id)
         run = self._get(thread_id, run_id)
-        if first is not None:
-            if first > run.last + 1:
-                msg = (
-                    f"append at {first} would leave a gap: run {run_id!r} of thread "
-                    f"{thread_id!r} has {run.last} events"
-                )
-                raise ValueError(msg)
-            # The owner's own events: a run ended lost holds one more, not the owner's.
-            written = run.last - 1 if run.lost else run.last
-            landed = written + 1 - first
-            if landed >= len(events) and events:
-                return first + len(events) - 1  # a retry of a batch already written
-            events = events[landed:]
+        if first is not None and run.last != first - 1:
+            top = first + len(events) - 1
+            if run.last >= top and _holds(run, first, events):
+                return top  # a retry of a batch that landed
+            if run.end is not None:
+                raise _ended(thread_id, run_id)
+            raise _gap(thread_id, run_id, first, run.last)
         if run.end is not None:
             raise _ended(thread_id, run_id)
         cost = sum(map(len, events)) + len(events) * _ENTRY_OVERHEAD
@@ -745,6 +784,23 @@ class MemoryStore:
         self._expiry.clear()
         self._ended.clear()
         self._bytes = 0
+
+
+def _holds(run: _MemoryRun, first: int, events: Sequence[bytes]) -> bool:
+    """Whether *run* holds *events* from *first* on (assumed so where they were trimmed)."""
+    offset = first - run.base - 1  # data[offset] is event number *first*
+    kept = run.first
+    data = run.data
+    return all(first + i < kept or data[offset + i] == event for i, event in enumerate(events))
+
+
+def _gap(thread_id: str, run_id: str, first: int, last: int) -> SequenceGapError:
+    return SequenceGapError(
+        f"a batch starting at {first} does not fit run {run_id!r} of thread {thread_id!r}, "
+        f"whose log ends at {last}: append from the last number the store returned",
+        first=first,
+        last=last,
+    )
 
 
 def _not_found(thread_id: str, run_id: str) -> RunNotFoundError:
