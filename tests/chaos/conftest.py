@@ -13,7 +13,7 @@ _TESTS = str(Path(__file__).resolve().parent.parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
-from _redis import RedisProcess, redis_process  # noqa: E402
+from support.redis_server import RedisProcess, redis_process  # noqa: E402
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ Print the Redis chaos figures (the docs' "Redis under load and failure" section 
 
     PYTHONPATH=. .venv/bin/python tests/chaos/figures.py [followers ...]
 
-Each figure against a redis-server of its own (`_redis.RedisProcess`, 127.0.0.1, a free
+Each figure against a redis-server of its own (`support.redis_server.RedisProcess`, 127.0.0.1, a free
 port), from one RedisStore (one worker) in this process:
 
 - followers held: N `follow()` readers of one run on a store with the default pools
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import redis.asyncio as aioredis
 from _chaos import append_until_logged, batch, logged_values, xread_calls
-from _redis import RedisProcess, redis_process
+from support.redis_server import RedisProcess, redis_process
 
 from ambient_runs.stores import Entry, follow
 from ambient_runs.stores.redis import RedisStore

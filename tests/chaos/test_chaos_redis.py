@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 from _chaos import append_until_logged, batch, logged_values, xread_calls
-from _redis import RedisProcess
+from support.redis_server import RedisProcess
 
 from ambient_runs.stores import (
     Entry,
