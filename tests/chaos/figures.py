@@ -3,8 +3,8 @@ Print the Redis chaos figures (the docs' "Redis under load and failure" section 
 
     PYTHONPATH=. .venv/bin/python tests/chaos/figures.py [followers ...]
 
-Each figure against a redis-server of its own (`support.redis_server.RedisProcess`, 127.0.0.1, a free
-port), from one RedisStore (one worker) in this process:
+Each figure against a redis-server of its own (`support.redis_server.RedisProcess`,
+127.0.0.1, a free port), from one RedisStore (one worker) in this process:
 
 - followers held: N `follow()` readers of one run on a store with the default pools
   (20 read connections, 8 owner ones), the owner appending 100 batches of 5 events 20 ms
