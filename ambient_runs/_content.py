@@ -257,11 +257,18 @@ class MessageHandle(Handle):
         Waits for the consumer (`Run.drain`) after each chunk, so a slow client
         applies backpressure to the model stream.
         """
-        parts = []
+        parts: list[str] = []
+        write, keep, pipeline = self.write, parts.append, self._pipeline
         async for chunk in chunks:
-            self.write(chunk)
-            parts.append(chunk)
-            await self._pipeline.drain()
+            write(chunk)
+            keep(chunk)
+            # `Pipeline.drain` inline: most chunks have nothing to wait for, and then
+            # no coroutine is made and nothing is called (`DrainHook.due`).
+            hook = pipeline.drain_hook
+            if hook is not None and len(hook.buffer) >= hook.due:
+                wait = hook.gate()
+                if wait is not None:
+                    await wait
         return "".join(parts)
 
     def end(self) -> None:
