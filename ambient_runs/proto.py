@@ -503,7 +503,61 @@ def encode(event: ev.BaseEvent) -> bytes:
 
     .. versionadded:: 0.3.0
     """
+    flat = _FLAT.get(type(event))
+    if (
+        flat is not None
+        and event.metadata is None
+        and event.timestamp is None
+        and event.raw_event is None
+    ):
+        return flat(event)
     return encode_wire(to_wire(event))
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _flat_encoder(field: int, number: int, table: _Table) -> Callable[[Any], bytes]:
+    """
+    The encoder of an event type whose fields are all strings, read off the object.
+
+    Those are the hot events (deltas, starts and ends): no wire dict, no table
+    walk per kind; an event with metadata, a timestamp or a raw event takes the
+    general path. What it writes is what `encode_wire` writes, byte for byte.
+    """
+    base = _len(1, b"\x08" + _varint(number) if number else b"")
+    head = _varint(field << 3 | 2)
+    fields = tuple(
+        (_snake(key), _varint(number << 3 | 2), kind == "o") for key, number, kind in table
+    )
+    small, varint, prefix = _SMALL, _varint, _PREFIX
+
+    def encode(event: Any) -> bytes:
+        parts = [base]
+        for attr, tag, optional in fields:
+            value = getattr(event, attr)
+            if value is None or not (value or optional):
+                continue
+            data = value.encode("utf-8", "surrogatepass")
+            size = len(data)
+            parts.append(tag + (small[size] if size < 0x80 else varint(size)) + data)
+        inner = b"".join(parts)
+        size = len(inner)
+        body = head + (small[size] if size < 0x80 else varint(size)) + inner
+        return prefix(len(body)) + body
+
+    return encode
+
+
+#: event class -> its `_flat_encoder`, for the types whose fields are all strings.
+_FLAT: dict[type[ev.BaseEvent], Callable[[Any], bytes]] = {
+    cls: _flat_encoder(*_EVENTS[kind])
+    for kind, cls in ev.EVENT_CLASSES.items()
+    if kind in _EVENTS
+    and not callable(_EVENTS[kind][2])
+    and all(k in ("s", "o") for _, _, k in _EVENTS[kind][2])
+}
 
 
 def accepts(accept: str | None) -> bool:
