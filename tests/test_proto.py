@@ -23,7 +23,7 @@ from verify_corpus import CASES
 
 import ambient_runs as ar
 from ambient_runs import events as ev
-from ambient_runs import from_wire, proto
+from ambient_runs import from_wire, proto, to_wire
 from ambient_runs.errors import InvalidInputError
 from ambient_runs.events import EVENT_CLASSES
 from ambient_runs.testing import make_input
@@ -74,6 +74,14 @@ def test_every_event_type_decodes_to_its_wire_form() -> None:
     expected = [_expected(e) for e in events]
     wrong = [(x, y) for x, y in zip(got, expected, strict=True) if x != y]
     assert [] == wrong[:5]
+
+
+def test_the_fast_encoders_write_the_general_paths_bytes() -> None:
+    """Events whose fields are all strings are encoded off the object: the same bytes."""
+    events = [e for e in _valid_events(100) if type(e) in proto._FLAT]
+    assert len({type(e) for e in events}) == len(proto._FLAT)
+
+    assert [proto.encode(e) for e in events] == [proto.encode_wire(to_wire(e)) for e in events]
 
 
 def test_a_run_decodes_to_its_object_stream() -> None:
