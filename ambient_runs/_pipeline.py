@@ -185,6 +185,7 @@ class Pipeline:
         "_taps",
         "_tool_call_ids",
         "_transformers",
+        "binary_frames",
         "content_view",
         "drain_hook",
         "error_policy",
@@ -263,6 +264,9 @@ class Pipeline:
         #: None when the run does not record its messages.
         self.history: History | None = None
         self._frame_sink: Callable[[bytes], object] | None = None
+        #: Whether the frame sink's consumer is the binary transport (``proto.frames``):
+        #: a message's deltas are then made as its frames, the rest stay SSE frames.
+        self.binary_frames = False
         #: The byte path's sink (`set_frame_sink`) while no transformer or tap wants
         #: objects, else None: what `MessageHandle.write` hands finished frames to.
         self.frames: Callable[[bytes], object] | None = None

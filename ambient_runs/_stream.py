@@ -571,16 +571,20 @@ class EventStream:
         channel.batch = size * 2 if size < _MAX_BATCH // 2 else _MAX_BATCH
         channel.set_woken(False)
 
-    def _as_frames(self) -> None:
+    def _as_frames(self, *, binary: bool = False) -> None:
         """
         The consumer wants SSE frames (`sse.frames`): let the library's hot events
         arrive as finished frames (bytes) among the events (`Pipeline.set_frame_sink`).
 
         Only before the first iteration: whoever iterates the stream from then on
         is the SSE encoder, which passes bytes through and encodes the rest.
+        *binary*: the consumer is `ambient_runs.proto.frames`, and a message's
+        deltas arrive as binary frames (`Pipeline.binary_frames`); other frames
+        stay SSE, which it converts.
         """
         if self._task is None and self._last is None:
             channel, pipeline = self._channel, self.run.pipeline
+            pipeline.binary_frames = binary
             pipeline.set_frame_sink(channel.push)
             channel.redirect = functools.partial(pipeline.frames_direct, channel.buffer.append)
 

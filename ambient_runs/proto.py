@@ -21,6 +21,7 @@ request's ``Accept`` names `CONTENT_TYPE`; SSE stays the default.
 
 from __future__ import annotations
 
+import json
 import logging
 import struct
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping, Sequence
@@ -472,6 +473,30 @@ def _base(number: int, wire: Mapping[str, Any]) -> bytes:
 
 _PREFIX = struct.Struct(">I").pack
 
+# The byte path's pieces (`MessageHandle.write` on a stream `frames` consumes).
+
+#: The start of a frame whose ``TextMessageContentEvent`` body is *n* < 0x7E bytes long,
+#: as text: its length prefix, the envelope's tag and the body's length, all ASCII.
+_ENVELOPES = [(_PREFIX(n + 2) + b"\x12" + bytes((n,))).decode() for n in range(0x7E)]
+#: A one-byte varint, as text.
+_LENGTHS = [chr(n) for n in range(0x80)]
+
+
+def _delta_template(event: ev.TextMessageContentEvent) -> bytes:
+    """
+    The fixed part of a delta's frame: *event*'s ``TextMessageContentEvent`` body
+    (no metadata, no timestamp, no raw event) without its delta, ending with the
+    delta's tag.
+
+    The delta's length (a varint) and UTF-8 follow, and that body goes in the
+    envelope (field 2: ``0x12``, its length) after the frame's length. The delta
+    comes last, after the owner: protobuf fields may come in any order.
+    """
+    head = _base(1, {}) + _str(2, event.message_id)
+    if event.subagent_run_id is not None:
+        head += _str(4, event.subagent_run_id)
+    return head + b"\x1a"
+
 
 def encode_wire(wire: Mapping[str, Any]) -> bytes:
     """
@@ -610,6 +635,9 @@ async def _encoding(events: AsyncIterable[ev.BaseEvent]) -> AsyncGenerator[bytes
     policy = getattr(getattr(events, "run", None), "error_policy", None)
     if not isinstance(policy, ErrorPolicy):
         policy = DEFAULT_POLICY
+    as_frames = getattr(events, "_as_frames", None)
+    if as_frames is not None:  # an ambient_runs.stream: its deltas come as binary frames
+        as_frames(binary=True)
     source = aiter(events)
     take = getattr(source, "_take", None)
     ended = False
@@ -627,12 +655,18 @@ async def _encoding(events: AsyncIterable[ev.BaseEvent]) -> AsyncGenerator[bytes
             done: list[bytes] = []
             failure: Exception | None = None
             for item in batch:
+                if type(item) is bytes and item[0] != 0x64:  # a binary frame (a delta), not b"d"
+                    done.append(item)
+                    continue
                 try:
-                    done.append(encode(item))
+                    if type(item) is bytes:  # an SSE frame of the byte path: b"data: {...}\n\n"
+                        done.append(encode_wire(json.loads(item[6:-2])))
+                    else:
+                        done.append(encode(item))
                 except Exception as error:
                     failure = error
                     break
-                ended = isinstance(item, _TERMINAL)
+                ended = isinstance(item, _TERMINAL)  # never a frame: terminals are objects
             if done:  # the frames before one that failed go out first
                 yield b"".join(done)
             if failure is not None:
