@@ -21,7 +21,15 @@ from ambient_runs._reads import Reads
 from ambient_runs._state import operations, send_tracked, tracked_change
 from ambient_runs._wire import check_encodable, frame_template, json_form, lone_surrogate
 from ambient_runs.errors import HandleClosedError, HandleWarning, LeftOpenWarning, warn_at_user
-from ambient_runs.proto import _ENVELOPES, _LENGTHS, _PREFIX, _delta_template, _varint
+from ambient_runs.proto import (
+    _ENVELOPE_BYTES,
+    _ENVELOPES,
+    _LENGTHS,
+    _PREFIX,
+    _SMALL,
+    _delta_template,
+    _varint,
+)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -197,9 +205,14 @@ class MessageHandle(Handle):
                             )
                         else:
                             text = delta.encode()
-                            whole = b"".join((head, _varint(len(text)), text))
-                            body = b"\x12" + _varint(len(whole)) + whole
-                            data = _PREFIX(len(body)) + body
+                            size = len(text)
+                            inner = len(head) + 1 + size
+                            if inner < 0x7E:  # both lengths one byte (size < inner)
+                                data = b"".join((_ENVELOPE_BYTES[inner], head, _SMALL[size], text))
+                            else:
+                                whole = b"".join((head, _varint(size), text))
+                                body = b"\x12" + _varint(len(whole)) + whole
+                                data = _PREFIX(len(body)) + body
                 except UnicodeEncodeError:
                     pass  # a lone surrogate: the object path says so
                 else:

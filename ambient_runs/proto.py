@@ -477,7 +477,9 @@ _PREFIX = struct.Struct(">I").pack
 
 #: The start of a frame whose ``TextMessageContentEvent`` body is *n* < 0x7E bytes long,
 #: as text: its length prefix, the envelope's tag and the body's length, all ASCII.
-_ENVELOPES = [(_PREFIX(n + 2) + b"\x12" + bytes((n,))).decode() for n in range(0x7E)]
+_ENVELOPE_BYTES = [_PREFIX(n + 2) + b"\x12" + bytes((n,)) for n in range(0x7E)]
+#: The same, as text (all ASCII).
+_ENVELOPES = [envelope.decode() for envelope in _ENVELOPE_BYTES]
 #: A one-byte varint, as text.
 _LENGTHS = [chr(n) for n in range(0x80)]
 
