@@ -12,11 +12,14 @@ an event is turned into its wire form (`ambient_runs.to_wire`'s camelCase
 dict) and each field written with its number. JSON values (state, results,
 metadata, ...) ride as ``google.protobuf.Value`` / ``Struct``, whose numbers are
 doubles: an integer beyond 2**53 does not survive the trip, as in JavaScript.
+On an `ambient_runs.stream`, `frames` has a message's deltas made as binary
+frames directly by `MessageHandle.write` (the byte path, as for SSE), and
+converts the byte path's other frames, which stay SSE.
 
 `AgentApp` and `ambient_runs.adapters.starlette.serve` answer with it when the
 request's ``Accept`` names `CONTENT_TYPE`; SSE stays the default.
 
-.. versionadded:: 0.3.0
+.. versionadded:: 0.2.0
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ CONTENT_TYPE = "application/vnd.ag-ui.event+proto"
 """
 The response media type of the binary transport (``@ag-ui/proto``'s ``AGUI_MEDIA_TYPE``).
 
-.. versionadded:: 0.3.0
+.. versionadded:: 0.2.0
 """
 
 # ---------------------------------------------------------------------------- the wire
@@ -507,7 +510,7 @@ def encode_wire(wire: Mapping[str, Any]) -> bytes:
     Raises:
         ValueError: The event type has no protobuf form in ``@ag-ui/proto`` 1.0.4.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     kind = wire["type"]
     spec = _EVENTS.get(kind)
@@ -528,7 +531,7 @@ def encode(event: ev.BaseEvent) -> bytes:
     Raises:
         ValueError: The event type has no protobuf form.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     flat = _FLAT.get(type(event))
     if (
@@ -593,7 +596,7 @@ def accepts(accept: str | None) -> bool:
 
     Only an explicit mention counts: ``*/*`` or no header gets SSE, the default.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     if not accept or "proto" not in accept:
         return False
@@ -628,7 +631,7 @@ def frames(events: AsyncIterable[ev.BaseEvent]) -> AsyncGenerator[bytes, None]:
     before its terminal event ends with a ``RUN_ERROR`` frame, as `sse.frames`
     does; closing the generator closes *events*.
 
-    .. versionadded:: 0.3.0
+    .. versionadded:: 0.2.0
     """
     return _encoding(events)
 
