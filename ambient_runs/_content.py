@@ -21,6 +21,15 @@ from ambient_runs._reads import Reads
 from ambient_runs._state import operations, send_tracked, tracked_change
 from ambient_runs._wire import check_encodable, frame_template, json_form, lone_surrogate
 from ambient_runs.errors import HandleClosedError, HandleWarning
+from ambient_runs.proto import (
+    _ENVELOPE_BYTES,
+    _ENVELOPES,
+    _LENGTHS,
+    _PREFIX,
+    _SMALL,
+    _delta_template,
+    _varint,
+)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -149,8 +158,10 @@ class MessageHandle(Handle):
         super().__init__(frame)
         self.id = message_id
         self.role = role
-        #: The byte path's frame around a delta (`_template`), made at its first use.
-        self._head: str | None = None
+        #: The byte path's frame around a delta (`_template`), made at its first use:
+        #: SSE's text before the delta, or the binary transport's bytes (`_delta_template`):
+        #: then `_tail` is those bytes as text when they are all ASCII, else "".
+        self._head: str | bytes | None = None
         self._tail = ""
         #: The verifier's open text messages and open chunk lanes, by owner (`_template`).
         self._opened: dict[str, str | None] | None = None
@@ -181,7 +192,28 @@ class MessageHandle(Handle):
                 head = self._template()
             if head:
                 try:
-                    data = f"{head}{_encode_str(delta)}{self._tail}".encode()
+                    if isinstance(head, str):
+                        data = f"{head}{_encode_str(delta)}{self._tail}".encode()
+                    else:  # the binary transport's frame (`proto._delta_template`)
+                        text_head = self._tail  # the template as text, when it is ASCII
+                        size = len(delta)
+                        inner = len(text_head) + 1 + size
+                        if text_head and inner < 0x7E and delta.isascii():
+                            # Every byte below 0x80: built as text and encoded once, as
+                            # the SSE frame is (its lengths are one byte each).
+                            data = (
+                                f"{_ENVELOPES[inner]}{text_head}{_LENGTHS[size]}{delta}".encode()
+                            )
+                        else:
+                            text = delta.encode()
+                            size = len(text)
+                            inner = len(head) + 1 + size
+                            if inner < 0x7E:  # both lengths one byte (size < inner)
+                                data = b"".join((_ENVELOPE_BYTES[inner], head, _SMALL[size], text))
+                            else:
+                                whole = b"".join((head, _varint(size), text))
+                                body = b"\x12" + _varint(len(whole)) + whole
+                                data = _PREFIX(len(body)) + body
                 except UnicodeEncodeError:
                     pass  # a lone surrogate: the object path says so
                 else:
@@ -225,7 +257,7 @@ class MessageHandle(Handle):
                 )
             )
 
-    def _template(self) -> str:
+    def _template(self) -> str | bytes:
         """
         Make the byte path's frame around a delta; "" when this message cannot use it.
 
@@ -235,8 +267,13 @@ class MessageHandle(Handle):
         kept for the run's life.
         """
         model = _content_event(self.id, "-", self._owner)
-        found = frame_template(model, "delta", "data: ", "\n\n")
-        head, self._tail = found if found is not None else ("", "")
+        head: str | bytes
+        if self._pipeline.binary_frames:
+            head = _delta_template(model)
+            self._tail = head.decode() if head.isascii() else ""
+        else:
+            found = frame_template(model, "delta", "data: ", "\n\n")
+            head, self._tail = found if found is not None else ("", "")
         self._head = head
         view = self._pipeline.content_view
         if view is not None:
@@ -258,11 +295,18 @@ class MessageHandle(Handle):
         Waits for the consumer (`Run.drain`) after each chunk, so a slow client
         applies backpressure to the model stream.
         """
-        parts = []
+        parts: list[str] = []
+        write, keep, pipeline = self.write, parts.append, self._pipeline
         async for chunk in chunks:
-            self.write(chunk)
-            parts.append(chunk)
-            await self._pipeline.drain()
+            write(chunk)
+            keep(chunk)
+            # `Pipeline.drain` inline: most chunks have nothing to wait for, and then
+            # no coroutine is made and nothing is called (`DrainHook.due`).
+            hook = pipeline.drain_hook
+            if hook is not None and len(hook.buffer) >= hook.due:
+                wait = hook.gate()
+                if wait is not None:
+                    await wait
         return "".join(parts)
 
     def end(self) -> None:

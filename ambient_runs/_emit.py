@@ -25,6 +25,7 @@ from ambient_runs._emitters import (
     tool_call_in,
 )
 from ambient_runs._frontend import call_frontend_tool_in
+from ambient_runs._scopes import current as _current
 from ambient_runs._scopes import require
 from ambient_runs._state import publish_state_in, set_state_in, update_state_in
 from ambient_runs._step import Step
@@ -378,7 +379,14 @@ async def drain() -> None:
 
     .. versionadded:: 0.1.0
     """
-    await require("drain").run.drain()
+    # `Pipeline.drain` inline, and `require`'s lookup too: one coroutine and no call,
+    # not four coroutines, when there is nothing to wait for (agents call this per token).
+    frame = _current()
+    hook = (frame or require("drain")).pipeline.drain_hook
+    if hook is not None and len(hook.buffer) >= hook.due:
+        wait = hook.gate()
+        if wait is not None:
+            await wait
 
 
 def use(handle: Subagent) -> Callable[..., Any]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import enum
 import itertools
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence, Sized
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from ambient_runs import events as ev
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "RUN_LIFECYCLE",
+    "DrainHook",
     "OpenHandle",
     "Pipeline",
     "Registry",
@@ -130,6 +131,26 @@ class OpenHandle(Protocol):
 _ENCODABLE_GET = ENCODABLE.get
 
 
+class DrainHook(Protocol):
+    """
+    What a streaming transport installs as `Pipeline.drain_hook` (a stream's buffer).
+
+    `Pipeline.drain` calls `gate` only once ``len(buffer) >= due``: below that
+    an agent that drains after every token pays a length and a comparison, no
+    call and no coroutine. The transport keeps `due` at the smallest size at
+    which `gate` might have something to wait for.
+    """
+
+    @property
+    def buffer(self) -> Sized: ...
+
+    @property
+    def due(self) -> int: ...
+
+    def gate(self) -> Awaitable[None] | None:
+        """What to await now (the consumer's turn, or backpressure), or None."""
+
+
 class _Unchecked(enum.Enum):
     UNCHECKED = "UNCHECKED"
 
@@ -167,6 +188,7 @@ class Pipeline:
         "_taps",
         "_tool_call_ids",
         "_transformers",
+        "binary_frames",
         "content_view",
         "drain_hook",
         "error_policy",
@@ -235,8 +257,8 @@ class Pipeline:
         #: The calls to the client's tools made in the run, in order (``_frontend``):
         #: the success outcome's ``pendingToolCallIds``. A tuple: no allocation per run.
         self.frontend_calls: tuple[str, ...] = ()
-        #: Awaited by `drain`: installed by a streaming transport for backpressure.
-        self.drain_hook: Callable[[], Awaitable[None]] | None = None
+        #: Looked at by `drain`: installed by a streaming transport for backpressure.
+        self.drain_hook: DrainHook | None = None
         #: The run's typed state and its publisher (``_state.RunState``).
         self.state = state
         #: The token usage recorded in the run, summed per provider and model.
@@ -245,6 +267,9 @@ class Pipeline:
         #: None when the run does not record its messages.
         self.history: History | None = None
         self._frame_sink: Callable[[bytes], object] | None = None
+        #: Whether the frame sink's consumer is the binary transport (``proto.frames``):
+        #: a message's deltas are then made as its frames, the rest stay SSE frames.
+        self.binary_frames = False
         #: The byte path's sink (`set_frame_sink`) while no transformer or tap wants
         #: objects, else None: what `MessageHandle.write` hands finished frames to.
         self.frames: Callable[[bytes], object] | None = None
@@ -492,8 +517,10 @@ class Pipeline:
     async def drain(self) -> None:
         """Wait for the transport's consumer (the drain hook), when there is one."""
         hook = self.drain_hook
-        if hook is not None:
-            await hook()
+        if hook is not None and len(hook.buffer) >= hook.due:
+            wait = hook.gate()
+            if wait is not None:
+                await wait
 
     # ------------------------------------------------------------------ ids
 

@@ -25,7 +25,8 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+import types
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from itertools import repeat
 from operator import call
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -151,7 +152,7 @@ def checked_stream(
         raise ValueError(msg)
     channel = _Channel(buffer)
     run = Run(input, sink=channel.push, **run_options)
-    run.pipeline.drain_hook = channel.drain
+    run.pipeline.drain_hook = channel
     return EventStream(agent, run, channel)
 
 
@@ -195,6 +196,7 @@ class _Channel:
         "batch",
         "buffer",
         "closed",
+        "due",
         "high_water",
         "loop",
         "low_water",
@@ -216,7 +218,12 @@ class _Channel:
         #: found when it last woke (`EventStream._wait`), at most `_MAX_BATCH`.
         self.batch = 1
         #: The consumer was woken (or lingers, `EventStream._take`) and has not taken yet.
+        #: Set through `set_woken`, which keeps `due` in step.
         self.woken = False
+        #: The buffer size from which `gate` may have something to wait for: `batch`
+        #: while the consumer is woken, else past the high-water mark. `Run.drain` looks
+        #: at it inline and calls `gate` only from there (`Pipeline.drain`).
+        self.due = high_water + 1
         self.closed = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: int | None = None
@@ -256,9 +263,14 @@ class _Channel:
     def wake_reader_from_any_thread(self, reader: asyncio.Future[None]) -> None:
         if threading.get_ident() == self.thread:
             reader.set_result(None)
-            self.woken = True
+            self.set_woken(True)
         elif self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(_resolve, reader)
+
+    def set_woken(self, woken: bool) -> None:
+        """Note whether the consumer is woken and has not taken yet; keep `due` in step."""
+        self.woken = woken
+        self.due = min(self.batch, self.high_water + 1) if woken else self.high_water + 1
 
     def wake_reader(self, _: object = None) -> None:
         """Wake the consumer (the agent task ended). On the loop thread."""
@@ -271,13 +283,19 @@ class _Channel:
         if writer is not None:
             _resolve(writer)
 
-    async def drain(self) -> None:
+    def gate(self) -> Awaitable[None] | None:
         """
-        The run's drain hook: wait while more than the high-water mark is buffered.
+        The run's drain gate: what `Run.drain` must await now, or None.
 
-        Below it, yield once to a consumer that was woken and has not run yet,
-        when the buffer holds `batch` events: it takes them before the agent
-        goes on (time to first byte), in batches that grow while the agent bursts.
+        Called only once the buffer holds `due` items (`Pipeline.drain`).
+
+        Above the high-water mark: wait until the consumer took half (`_backpressure`).
+        Below it, yield once to a consumer that was woken and has not run yet, when
+        the buffer holds `batch` events: it takes them before the agent goes on (the
+        first frame goes out after the first event), in batches that double while
+        the agent keeps emitting, up to `_MAX_BATCH`. Every other call, the common
+        one, does not even call it (`due`): an agent that drains after every token
+        pays a length and a comparison, not a round trip of the loop.
         """
         size = len(self.buffer)
         if size <= self.high_water or self.closed:
@@ -287,9 +305,12 @@ class _Channel:
                 or self.closed
                 or self.thread != threading.get_ident()
             ):
-                return
-            await asyncio.sleep(0)  # the woken consumer was scheduled first: it runs now
-            return
+                return None
+            return _yield_once()  # the woken consumer was scheduled first: it runs now
+        return self._backpressure()
+
+    async def _backpressure(self) -> None:
+        """Wait while more than the high-water mark is buffered (on the stream's loop)."""
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # an agent driving its own loop in a thread: no backpressure
             return
@@ -298,6 +319,12 @@ class _Channel:
             if writer is None or writer.done():
                 writer = self.writer = loop.create_future()
             await writer
+
+
+@types.coroutine
+def _yield_once() -> Generator[None, None, None]:
+    """Let the loop run one turn: ``asyncio.sleep(0)``'s bare yield, without its checks."""
+    yield
 
 
 def _running_loop(what: str) -> asyncio.AbstractEventLoop:
@@ -504,13 +531,13 @@ class EventStream:
                 # turn of the loop, so what it emits meanwhile goes in the same batch;
                 # its drain() yields back once the batch is full. Not before the
                 # first batch: that one goes out at once (time to first byte).
-                channel.woken = True
+                channel.set_woken(True)
                 try:
                     await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     await self.aclose()
                     raise
-        channel.woken = False
+        channel.set_woken(False)
         return self._ready_all()
 
     async def _wait(self) -> None:
@@ -540,20 +567,24 @@ class EventStream:
                 channel.reader = None
         # Woken: what is buffered now is what this consumer takes before it waits again
         # (unless it lets the loop run meanwhile); next time, let twice as much pile up.
-        channel.woken = False
         size = len(channel.buffer)
         channel.batch = size * 2 if size < _MAX_BATCH // 2 else _MAX_BATCH
+        channel.set_woken(False)
 
-    def _as_frames(self) -> None:
+    def _as_frames(self, *, binary: bool = False) -> None:
         """
         The consumer wants SSE frames (`sse.frames`): let the library's hot events
         arrive as finished frames (bytes) among the events (`Pipeline.set_frame_sink`).
 
         Only before the first iteration: whoever iterates the stream from then on
         is the SSE encoder, which passes bytes through and encodes the rest.
+        *binary*: the consumer is `ambient_runs.proto.frames`, and a message's
+        deltas arrive as binary frames (`Pipeline.binary_frames`); other frames
+        stay SSE, which it converts.
         """
         if self._task is None and self._last is None:
             channel, pipeline = self._channel, self.run.pipeline
+            pipeline.binary_frames = binary
             pipeline.set_frame_sink(channel.push)
             channel.redirect = functools.partial(pipeline.frames_direct, channel.buffer.append)
 

@@ -37,6 +37,7 @@ import json
 import logging
 import threading
 from collections.abc import (
+    AsyncGenerator,
     Awaitable,
     Callable,
     Iterable,
@@ -50,7 +51,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ambient_runs import events as ev
-from ambient_runs import sse
+from ambient_runs import proto, sse
 from ambient_runs._cors import Cors
 from ambient_runs._detached import Detached, route
 from ambient_runs._outcomes import frontend_calls_of, interrupts_of
@@ -100,6 +101,14 @@ the action has none. See `AgentApp`.
 
 .. versionadded:: 0.2.0
 """
+
+#: The binary transport's (`ambient_runs.proto`): chosen by the request's ``Accept``.
+_BINARY_HEADERS = [
+    (b"content-type", proto.CONTENT_TYPE.encode()),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+    (b"vary", b"accept"),
+]
 
 
 class Headers(Mapping[str, str]):
@@ -454,8 +463,9 @@ class AgentApp:
         What ``GET <app path>/capabilities`` answers (``AgentCapabilities``, wire form).
 
         The app declares of itself: ``transport`` (``streaming``; no
-        ``websocket`` and no ``httpBinary``, SSE only; ``resumable`` exactly
-        when it has a *store*), ``state`` (``snapshots`` and ``deltas``),
+        ``websocket``; ``httpBinary``, the `ambient_runs.proto` frames a request
+        whose ``Accept`` names them gets, exactly when it has no *store*;
+        ``resumable`` exactly when it has one), ``state`` (``snapshots`` and ``deltas``),
         ``tools`` (``supported``, ``clientProvided``: the client's tools reach
         `Run.tools`), ``multiAgent.supported`` (attributed subagents),
         ``reasoning`` (``supported``, ``streaming``) and ``humanInTheLoop``
@@ -612,7 +622,8 @@ class AgentApp:
         if self._detached is not None:
             await self._detached.start(events, receive, send, cors, self._reject)
             return
-        await _respond(events, receive, send, self.keep_alive, cors)
+        binary = proto.accepts(headers.get("accept"))
+        await _respond(events, receive, send, self.keep_alive, cors, binary=binary)
 
     async def _allowed(
         self,
@@ -848,7 +859,7 @@ def _known_capabilities(store: RunStore | None) -> dict[str, dict[str, Any]]:
         "transport": {
             "streaming": True,
             "websocket": False,
-            "httpBinary": False,
+            "httpBinary": store is None,  # detached runs are served as SSE only
             "resumable": store is not None,
         },
         "tools": {"supported": True, "clientProvided": True},
@@ -934,11 +945,19 @@ async def _respond(
     send: _Send,
     keep_alive: float | None,
     cors: Iterable[tuple[bytes, bytes]] = (),
+    *,
+    binary: bool = False,
 ) -> None:
-    """Stream *events*; a disconnect, watched meanwhile, cancels the run at once."""
-    headers = [*_STREAM_HEADERS, *cors]
+    """
+    Stream *events*; a disconnect, watched meanwhile, cancels the run at once.
+
+    *binary*: as `ambient_runs.proto` frames (the client's ``Accept`` asked for
+    them), which carry no keep-alive comments; else SSE.
+    """
+    headers = [*(_BINARY_HEADERS if binary else _STREAM_HEADERS), *cors]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    pump = asyncio.create_task(_pump(events, send, keep_alive))
+    body = proto.frames(events) if binary else sse._batches(events, keep_alive)
+    pump = asyncio.create_task(_pump(body, send))
     watch = asyncio.create_task(_until_disconnect(receive))
     try:
         await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
@@ -951,12 +970,11 @@ async def _respond(
             task.result()  # a send or receive that failed: the server's to report
 
 
-async def _pump(events: EventStream, send: _Send, keep_alive: float | None) -> None:
-    # Every frame ready at once goes out in one message (sse._batches: a burst costs one
-    # send, not one per event). A stream that fails ends with a RUN_ERROR frame from
-    # sse itself (the agent's own failures are RUN_ERROR already); closing the frames
-    # cancels the agent.
-    body = sse._batches(events, keep_alive)
+async def _pump(body: AsyncGenerator[bytes, None], send: _Send) -> None:
+    # Every frame ready at once goes out in one message (sse._batches, proto.frames: a
+    # burst costs one send, not one per event). A stream that fails ends with a RUN_ERROR
+    # frame from the encoder itself (the agent's own failures are RUN_ERROR already);
+    # closing the frames cancels the agent.
     async with contextlib.aclosing(body):
         async for frames in body:
             await send({"type": "http.response.body", "body": frames, "more_body": True})

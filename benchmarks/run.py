@@ -43,6 +43,16 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"n_events": 2000, "n_calls": 500, "rounds": 60},
         {"n_events": 300, "n_calls": 100, "rounds": 5},
     ),
+    "await": (
+        "benchmarks.bench_await",
+        {"n_events": 2000, "n_calls": 500, "rounds": 60},
+        {"n_events": 300, "n_calls": 100, "rounds": 5},
+    ),
+    "proto": (
+        "benchmarks.bench_proto",
+        {"n_events": 2000, "rounds": 30},
+        {"n_events": 300, "rounds": 3},
+    ),
     "scope": (
         "benchmarks.bench_scope",
         {"n_calls": 200, "rounds": 150},

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY: dict[str, dict[str, Any]] = {
     "pipeline": {"n_events": 40, "rounds": 2},
     "bytes": {"n_events": 40, "n_calls": 10, "rounds": 2},
+    "await": {"n_events": 40, "n_calls": 10, "rounds": 2},
+    "proto": {"n_events": 40, "rounds": 2},
     "scope": {"n_calls": 20, "rounds": 2},
     "state": {"rounds": 1, "sizes": {"1KB": 2, "10KB": 30}},
     "concurrency": {

@@ -15,8 +15,13 @@ left open, tool calls, reasoning, state, steps, activities), interleaved with
 steps aimed at the byte path's refusals: deltas JSON must escape or cannot
 carry (a lone surrogate), a TEXT_MESSAGE_END sent by hand for a handle's
 message, a chunk lane opened on the message's owner, explicit message ids, a
-tap added and removed mid-run (the path switches off and on), and writes from
-a worker thread.
+tap added and removed mid-run (the path switches off and on), writes from
+a worker thread, and agents that await: a delta then ``await ar.drain()``, and
+``await message.astream(...)`` from an async iterator (issue 35).
+
+The same programs served as the binary transport (`ambient_runs.proto`) are
+decoded by the official client's ``parseProtoStream`` (``@ag-ui/client``
+1.0.4): the decoded events equal the object stream's, event for event.
 """
 
 from __future__ import annotations
@@ -32,11 +37,12 @@ import attrs
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from support.node_proto import proto_decode
 from support.programs import INPUT, _drive, programs
 
 import ambient_runs as ar
 from ambient_runs import events as ev
-from ambient_runs import sse
+from ambient_runs import proto, sse
 from ambient_runs.verify import Verifier
 
 #: Deltas: plain, non-ASCII, escapes, empty, and ones UTF-8 cannot carry.
@@ -45,7 +51,12 @@ _DELTAS = st.sampled_from(
 ) | st.text(max_size=6)
 
 #: A byte-path step: (operation, a choice among the open messages, a delta).
-_steps = st.lists(st.tuples(st.integers(0, 8), st.integers(0, 100), _DELTAS), max_size=25)
+_steps = st.lists(st.tuples(st.integers(0, 10), st.integers(0, 100), _DELTAS), max_size=25)
+
+
+async def _chunks(*texts: str) -> Any:
+    for text in texts:
+        yield text
 
 
 def _write_seen(message: ar.MessageHandle, delta: str, seen: list[str]) -> None:
@@ -121,6 +132,12 @@ async def _byte_steps(run: ar.Run, steps: list[tuple[int, int, str]], seen: list
                 owners.append(owner.subagent(f"bytes{pick % 3}").start())
             elif op == 8:
                 await asyncio.sleep(0)  # the consumer takes what is buffered, and waits again
+            elif op == 9:  # an agent that awaits: a delta, then the drain (issue 35)
+                if message is not None:
+                    message.write(delta)
+                await ar.drain()
+            elif op == 10 and message is not None:  # a model stream, drained per chunk
+                await message.astream(_chunks(delta, delta[::-1], "z"))
         except Exception as error:  # what the program saw raised is compared too
             seen.append(f"{op}:{type(error).__name__}:{getattr(error, 'rule', None)}")
 
@@ -828,3 +845,37 @@ def test_a_run_id_the_verifier_was_told_differently_takes_the_object_path() -> N
     assert asyncio.run(through_bytes()) == b"".join(sse.encode(event) for event in events)
     assert Verifier(strict=True).verify(events) == ()
     assert sum(isinstance(e, ev.SubagentStartedEvent) for e in events) == 5
+
+
+async def _through_proto(agent: Any) -> bytes:
+    """The body `AgentApp` sends for *agent* when the client asks for the binary transport."""
+    return b"".join([chunk async for chunk in proto.frames(ar.stream(agent, INPUT))])
+
+
+def _as_decoded(event: ev.BaseEvent) -> Any:
+    """An event's JSON as the official client decodes it from protobuf (tests/test_proto.py)."""
+    wire = json.loads(ar.encode_json(event))
+    if "input" in wire:  # the client fills in RunAgentInput's empty lists
+        wire["input"] = {"tools": [], "context": [], "resume": [], **wire["input"]}
+    return wire
+
+
+@settings(max_examples=12, deadline=None)
+@given(programs, _steps)
+def test_the_binary_transport_decodes_to_the_object_stream(
+    program: list[tuple[int, int, int]], steps: list[tuple[int, int, str]]
+) -> None:
+    """The same programs (agents that await included) served as protobuf: the official
+    client's ``parseProtoStream`` decodes the object stream, event for event."""
+    seen_proto: list[str] = []
+    seen_objects: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ar.LeftOpenWarning)
+        warnings.simplefilter("ignore", ar.HandleWarning)
+        body = asyncio.run(_through_proto(_agent(program, steps, seen_proto)))
+        _, events = asyncio.run(_through_objects(_agent(program, steps, seen_objects)))
+    [decoded] = proto_decode([body], piece=11)
+
+    assert "error" not in decoded, decoded.get("error")
+    assert decoded["events"] == [_as_decoded(e) for e in events]
+    assert seen_proto == seen_objects

@@ -12,6 +12,7 @@ import pytest
 
 import ambient_runs as ar
 from ambient_runs import events as ev
+from ambient_runs import sse
 from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs._stream import EventStream, StreamStatistics, stream
 from ambient_runs.testing import assert_valid, capture_events, make_input, wire
@@ -339,6 +340,39 @@ class TestStreamBackpressure:
         assert sizes[0] <= 4
         assert max(sizes) <= 256 + 1
         assert len(sizes) <= 24, sizes
+
+    @pytest.mark.parametrize("how", ["drain", "astream"])
+    async def test_an_agent_that_awaits_is_read_as_it_goes(self, how: str) -> None:
+        """
+        An agent draining after every token (or `astream`) is not run through to the end
+        before its consumer: the first delta is read after the first few tokens, and the
+        consumer is never more than one batch behind (not after a thousand).
+        """
+        read: list[bytes] = []
+        # Before each token: how many deltas the consumer has read (after RUN_STARTED
+        # and TEXT_MESSAGE_START).
+        seen: list[int] = []
+
+        async def tokens() -> Any:
+            for _ in range(1000):
+                seen.append(len(read) - 2)
+                yield "x"
+
+        async def agent(run: ar.Run) -> None:
+            with ar.message() as m:
+                if how == "astream":
+                    await m.astream(tokens())
+                    return
+                async for token in tokens():
+                    m.write(token)
+                    await ar.drain()
+
+        async for frame in sse.frames(stream(agent, INPUT)):
+            read.append(frame)
+
+        assert 2 + 1000 + 2 == len(read)
+        assert seen[8] >= 1, seen[:9]  # the first delta was read before the 9th token
+        assert max(i - n for i, n in enumerate(seen)) <= 256  # at most a batch behind
 
     async def test_million_events_to_a_slow_consumer_stay_bounded(self) -> None:
         """A fast producer of 1,000,000 events never buffers much past the high-water mark."""

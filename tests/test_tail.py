@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e._uvicorn_server import serving
+from support.servers import serving
 
 from ambient_runs._demo import main
 from ambient_runs._tail import TailUsageError, run_url, tail
