@@ -18,6 +18,7 @@ from ambient_runs.stores import (
     MemoryStore,
     RunEndedError,
     RunNotFoundError,
+    SequenceGapError,
     StoreFullError,
     StoreUnavailableError,
 )
@@ -113,10 +114,12 @@ class TestIdempotentAppends:
         assert await store.append("t", "r", events(3), first=1) == 3
 
         again = await store.append("t", "r", events(3), first=1)
-        more = await store.append("t", "r", events(4), first=3)  # one landed, three are new
+        # A batch lands whole or not at all, so one that half-overlaps the log is no retry.
+        with pytest.raises(SequenceGapError):
+            await store.append("t", "r", events(4), first=3)
 
-        assert (again, more) == (3, 6)
-        assert (await store.info("t", "r")).last == 6
+        assert 3 == again
+        assert (await store.info("t", "r")).last == 3
 
     async def test_a_retried_final_batch_that_landed_returns_its_end(self) -> None:
         store = MemoryStore()
@@ -131,7 +134,7 @@ class TestIdempotentAppends:
         store = MemoryStore()
         await opened(store, "r")
 
-        with pytest.raises(ValueError, match="gap"):
+        with pytest.raises(SequenceGapError, match="does not fit"):
             await store.append("t", "r", events(1), first=2)
 
 
