@@ -32,7 +32,7 @@ import attrs
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests._programs import INPUT, _drive, programs
+from support.programs import INPUT, _drive, programs
 
 import ambient_runs as ar
 from ambient_runs import events as ev
