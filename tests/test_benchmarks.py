@@ -31,6 +31,9 @@ TINY: dict[str, dict[str, Any]] = {
     "http": {"n_events": 30, "rounds": 1, "stream_events": 20, "streams": 3, "ttfb_requests": 2},
     "otel": {"n_calls": 10, "n_events": 20, "rounds": 2},
     "store": {"n_events": 30, "rounds": 1, "append_events": 512, "replay_events": 100},
+    "peers": {"runs": 1, "rounds": 1, "answer_words": 5},
+    "streams": {"events": 10, "counts": (5,), "rounds": 1},
+    "followers": {"events": 20, "followers": 3, "single_runs": 1, "rounds": 1},
 }
 
 
