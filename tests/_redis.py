@@ -81,7 +81,8 @@ class RedisProcess:
             time.sleep(0.02)
 
     def _pid(self) -> int:
-        assert self.proc is not None and self.proc.poll() is None, "the server is not running"
+        assert self.proc is not None, "the server is not running"
+        assert self.proc.poll() is None, "the server is not running"
         return self.proc.pid
 
     def pause(self) -> None:

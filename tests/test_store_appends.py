@@ -58,7 +58,7 @@ class TestFirst:
         assert [(i + 1, i) for i in range(5)] == await values(store)
 
     async def test_a_retried_batch_that_landed_is_not_written_again(self, store: RunStore) -> None:
-        """Appending the same batch with the same first again writes nothing and says where it ended."""
+        """The same batch with the same first again writes nothing and says where it ended."""
         await opened(store)
         await store.append("t", "r", events(3), first=1)
         await store.append("t", "r", events(2, 3), first=4)
@@ -138,7 +138,7 @@ class TestFirst:
     async def test_a_retry_of_a_batch_trimmed_since_counts_as_landed(
         self, store: RunStore
     ) -> None:
-        """Past max_events the retried batch is no longer there to compare: its numbers are taken."""
+        """Past max_events the retried batch is gone, nothing to compare: its numbers are taken."""
         await opened(store)
         for start in range(0, 70, 10):
             await store.append("t", "r", events(10, start), first=start + 1)

@@ -1,4 +1,4 @@
-"""RedisStore under load and failure, against a real redis-server: cursors, pools, the shared reader."""
+"""RedisStore under load and failure, against a real redis-server: cursors, pools, shared reads."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ async def opened(store: RedisStore, run: str = "r") -> None:
 
 class TestLargeCursors:
     @pytest.mark.parametrize("after", [10**14, 2**53, 10**19, 10**30])
-    async def test_a_cursor_past_the_log_reads_nothing(self, store: RedisStore, after: int) -> None:
+    async def test_a_cursor_past_the_log_reads_nothing(
+        self, store: RedisStore, after: int
+    ) -> None:
         """A 15-digit (or larger) cursor is an empty page, not a Lua '0-1e+14' error."""
         await opened(store)
         await store.append("t", "r", events(3))
@@ -78,7 +80,7 @@ class TestPools:
     async def test_followers_holding_every_read_connection_leave_the_owner_alone(
         self, redis_url: str
     ) -> None:
-        """With the read pool taken, the owner still creates, appends and renews; a read is told why."""
+        """With the read pool taken, the owner still creates, appends, renews; reads hear why."""
         pool = aioredis.BlockingConnectionPool.from_url(redis_url, max_connections=1, timeout=0.2)
         client = aioredis.Redis(connection_pool=pool)
         store = RedisStore(client=client, prefix=f"t-{uuid.uuid4().hex}:", pool_timeout=0.2)
@@ -151,9 +153,7 @@ class TestSharedReader:
         await store.append("t", "r", events(1))
         before = await xread_calls(admin)
 
-        waiting = [
-            asyncio.create_task(store.read("t", "r", 1, wait=5)) for _ in range(200)
-        ]
+        waiting = [asyncio.create_task(store.read("t", "r", 1, wait=5)) for _ in range(200)]
         await asyncio.sleep(0.1)
         await store.append("t", "r", events(2, 1))
         pages = await asyncio.gather(*waiting)
@@ -162,10 +162,28 @@ class TestSharedReader:
         assert all([(2, events(1, 1)[0]), (3, events(1, 2)[0])] == p.entries for p in pages)
         assert calls <= 3
 
+    async def test_a_thousand_waiters_half_of_them_leaving_leave_nothing_behind(
+        self, store: RedisStore
+    ) -> None:
+        """1,000 waits on one run, 500 cancelled (followers gone): the rest get the batch."""
+        await opened(store)
+        waiting = [asyncio.create_task(store.read("t", "r", 0, wait=10)) for _ in range(1000)]
+        await asyncio.sleep(0.1)
+        for task in waiting[::2]:
+            task.cancel()
+        await store.append("t", "r", events(2))
+        pages = await asyncio.gather(*waiting[1::2])
+
+        assert all([(1, events(1)[0]), (2, events(1, 1)[0])] == p.entries for p in pages)
+        await asyncio.wait(waiting[::2])
+        assert all(t.cancelled() for t in waiting[::2])
+        # No waiter outlives its read: the reader's table is what a later wait starts from.
+        assert {} == store._reader._waiting
+
     async def test_reads_of_several_runs_share_the_reader_and_each_gets_its_own(
         self, store: RedisStore
     ) -> None:
-        """Waits on different runs (one started while another waits) each get their run's events."""
+        """Waits on different runs (one started while another waits) each get their own events."""
         await opened(store, "a")
         first = asyncio.create_task(store.read("t", "a", 0, wait=5))
         await asyncio.sleep(0.05)
