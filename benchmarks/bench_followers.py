@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -227,4 +226,3 @@ if __name__ == "__main__":
         _serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         print(json.dumps(run(events=500, followers=200, single_runs=5, rounds=2), indent=1))
-        time.sleep(0)

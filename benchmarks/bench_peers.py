@@ -16,11 +16,16 @@ Two pairs, each the same agent with the same scripted model (no network, no slee
   ``ag-ui-langgraph``'s ``LangGraphAgent`` behind ``add_langgraph_fastapi_endpoint``
   (theirs, its defaults).
 
+Each pair also has a **floor**: an ASGI app that runs the framework alone (every event
+consumed and dropped) and answers a 2-byte body, what any AG-UI server of that agent
+costs before it turns one event into bytes.
+
 Every candidate is served by one uvicorn in a **process of its own** (127.0.0.1, an
-ephemeral port, the asyncio loop, h11), so that the server's CPU time can be read from the
-child itself (``time.process_time()``, asked over HTTP: ``benchmarks._child``) around a batch of
-*runs* requests to one candidate, the client (this process, one persistent connection,
-raw sockets) waiting for each response's last chunk before the next request. A fresh
+ephemeral port, the asyncio loop, h11), so that the server's CPU time can be read from
+the child itself (``time.process_time()``, asked over HTTP: ``benchmarks._child``)
+around a batch of *runs* requests to one candidate, the client (this process, one
+persistent connection, raw sockets) waiting for each response's last chunk before the
+next request. A fresh
 ``threadId`` and ``runId`` every request: no candidate's checkpointer grows.
 
 Figures (per round, the candidates interleaved in rotating order):
@@ -28,7 +33,10 @@ Figures (per round, the candidates interleaved in rotating order):
 - **server CPU per run, ours / theirs**, for each pair (target: <= 0.5x each);
 - **bytes on the wire per turn, ours / theirs**: the whole HTTP response (status line,
   headers, chunked framing, SSE body), for each pair (target: <= 0.5x each). Bytes are
-  deterministic up to ids and timestamps; the figure is still one value per round.
+  deterministic up to ids and timestamps; the figure is still one value per round;
+- the floor over theirs (server CPU), for each pair, reported: how far below theirs any
+  server of the agent can go; and, from the medians, what ours adds above the floor over
+  what theirs adds.
 
 Checks: every candidate's stream, parsed back to events, is run through the official
 ``@ag-ui/client`` 1.0.0 (``tests/node/verify.mjs`` via ``tests/_node.py``), and the
@@ -41,7 +49,6 @@ import json
 import os
 import statistics
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
@@ -558,4 +565,3 @@ if __name__ == "__main__":
         _serve(int(sys.argv[2]))
     else:  # a quick look: python -m benchmarks.bench_peers
         print(json.dumps(run(runs=5, rounds=3), indent=1, default=str))
-        time.sleep(0)
