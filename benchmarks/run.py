@@ -89,6 +89,21 @@ PLANS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"n_events": 10_000, "rounds": 8, "append_events": 200_000, "replay_events": 10_000},
         {"n_events": 1_000, "rounds": 2, "append_events": 20_000, "replay_events": 1_000},
     ),
+    "peers": (
+        "benchmarks.bench_peers",
+        {"runs": 20, "rounds": 10, "answer_words": 40},
+        {"runs": 3, "rounds": 2, "answer_words": 40},
+    ),
+    "streams": (
+        "benchmarks.bench_streams",
+        {"events": 200, "counts": (1000, 2000), "rounds": 3},
+        {"events": 200, "counts": (200,), "rounds": 1},
+    ),
+    "followers": (
+        "benchmarks.bench_followers",
+        {"events": 1000, "followers": 1000, "single_runs": 20, "rounds": 3},
+        {"events": 200, "followers": 50, "single_runs": 2, "rounds": 1},
+    ),
 }
 
 

@@ -34,6 +34,9 @@ TINY: dict[str, dict[str, Any]] = {
     "otel": {"n_calls": 10, "n_events": 20, "rounds": 2},
     "store": {"n_events": 30, "rounds": 1, "append_events": 512, "replay_events": 100},
     "import": {"rounds": 1},
+    "peers": {"runs": 1, "rounds": 1, "answer_words": 5},
+    "streams": {"events": 10, "counts": (5,), "rounds": 1},
+    "followers": {"events": 20, "followers": 3, "single_runs": 1, "rounds": 1},
 }
 
 

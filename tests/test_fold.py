@@ -282,3 +282,20 @@ async def _raw_post(app: Any, body: bytes) -> int:
     }
     await app(scope, receive, send)
     return status
+
+
+def test_messages_read_between_deltas_hold_the_text_so_far() -> None:
+    """RunView gathers a message's deltas before joining them; a reader never sees that."""
+    view = RunView({"threadId": "t", "runId": "r", "messages": [], "state": {}})
+    view.apply({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})
+    view.apply({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    seen = []
+    for word in ("one ", "two ", "three"):
+        view.apply({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": word})
+        seen.append(view.messages[-1]["content"])
+    view.apply({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "!"})
+    view.apply({"type": "TEXT_MESSAGE_END", "messageId": "m"})
+
+    assert ["one ", "one two ", "one two three"] == seen
+    [snapshot] = [e for e in view.prelude() if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert [{"id": "m", "role": "assistant", "content": "one two three!"}] == snapshot["messages"]

@@ -162,6 +162,24 @@ class TestSharedReader:
         assert all([(2, events(1, 1)[0]), (3, events(1, 2)[0])] == p.entries for p in pages)
         assert calls <= 3
 
+    async def test_a_thousand_waiters_half_of_them_leaving_leave_nothing_behind(
+        self, store: RedisStore
+    ) -> None:
+        """1,000 waits on one run, 500 cancelled (followers gone): the rest get the batch."""
+        await opened(store)
+        waiting = [asyncio.create_task(store.read("t", "r", 0, wait=10)) for _ in range(1000)]
+        await asyncio.sleep(0.1)
+        for task in waiting[::2]:
+            task.cancel()
+        await store.append("t", "r", events(2))
+        pages = await asyncio.gather(*waiting[1::2])
+
+        assert all([(1, events(1)[0]), (2, events(1, 1)[0])] == p.entries for p in pages)
+        await asyncio.wait(waiting[::2])
+        assert all(t.cancelled() for t in waiting[::2])
+        # No waiter outlives its read: the reader's table is what a later wait starts from.
+        assert {} == store._reader._waiting
+
     async def test_reads_of_several_runs_share_the_reader_and_each_gets_its_own(
         self, store: RedisStore
     ) -> None:

@@ -81,8 +81,11 @@ class RunView:
 
     def __init__(self, input: Mapping[str, Any] | None = None) -> None:
         input = input or {}
-        #: The conversation, as the client's reducer would hold it.
-        self.messages: list[Json] = _copy(list(input.get("messages") or ()))
+        self._messages: list[Json] = _copy(list(input.get("messages") or ()))
+        # Deltas not yet joined into their message's content, by the message dict's id():
+        # appending each delta to the text so far copied the whole text per delta, which
+        # made folding a long message quadratic (10,000 deltas: ~300 MB copied).
+        self._parts: dict[int, tuple[Json, list[str]]] = {}
         #: The run's state.
         self.state: Any = _copy(input.get("state", {}))
         self.started: Json | None = None
@@ -94,6 +97,24 @@ class RunView:
         self._subagent_ends: dict[str, Json] = {}
         self._open: dict[tuple[Any, ...], Json] = {}
         self._reindex()
+
+    @property
+    def messages(self) -> list[Json]:
+        """The conversation, as the client's reducer would hold it."""
+        if self._parts:
+            self._join()
+        return self._messages
+
+    @messages.setter
+    def messages(self, value: list[Json]) -> None:
+        self._join()
+        self._messages = value
+
+    def _join(self) -> None:
+        """Put the deltas gathered since the last join into their messages' content."""
+        for target, parts in self._parts.values():
+            target["content"] = "".join(parts)
+        self._parts.clear()
 
     # ------------------------------------------------------------ lookups
 
@@ -128,6 +149,8 @@ class RunView:
             return
         handler = getattr(self, f"_on_{str(kind).lower()}", None)
         if handler is not None:
+            if self._parts and handler.__func__ is not RunView._content:
+                self._join()  # every other handler sees the messages whole
             handler(event)
 
     def prelude(self) -> list[Json]:
@@ -224,8 +247,15 @@ class RunView:
         target = self._by_id.get(event["messageId"])
         if target is None or target.get("role") == "activity":
             return
-        content = target.get("content")
-        target["content"] = (content if isinstance(content, str) else "") + event["delta"]
+        gathered = self._parts.get(id(target))
+        if gathered is None:
+            content = target.get("content")
+            self._parts[id(target)] = (
+                target,
+                [content if isinstance(content, str) else "", event["delta"]],
+            )
+        else:
+            gathered[1].append(event["delta"])
         _merge_metadata(target, event)
 
     def _end_message(self, event: Mapping[str, Any], kind: str) -> None:
