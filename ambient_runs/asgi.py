@@ -519,7 +519,7 @@ class AgentApp:
         # A run's routes first: a run may be named "capabilities" (…/runs/capabilities).
         where = None if self._detached is None else route(scope)
         if method == "GET" and where is None and _is_capabilities(scope):
-            await self._send_capabilities(send, cors)
+            await _send_json(send, self._capabilities_body, cors)
             return
         if where is not None:
             assert self._detached is not None
@@ -638,21 +638,8 @@ class AgentApp:
         hook = self.authorize
         if hook is None:
             return True
-        try:
-            verdict = hook(request, action, thread_id, run_id)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if not isinstance(verdict, bool):
-                msg = f"authorize returned {verdict!r}; return True to allow, False to refuse"
-                raise TypeError(msg)  # logged with the hook's own failures, below
-        except Exception:
-            _log.error(
-                "authorize failed on %s of thread %r, run %r; answered 500",
-                action,
-                thread_id,
-                run_id,
-                exc_info=True,
-            )
+        verdict = await _ask(hook, request, action, thread_id, run_id)
+        if verdict is None:
             detail = "the request could not be authorized; the server's log has the details"
             await self._reject(send, 500, "authorization failed", [detail], cors=cors)
             return False
@@ -714,18 +701,6 @@ class AgentApp:
         await send({"type": "http.response.start", "status": 204, "headers": answer})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    # ------------------------------------------------------------------ capabilities
-
-    async def _send_capabilities(self, send: _Send, cors: list[tuple[bytes, bytes]]) -> None:
-        body = self._capabilities_body
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *cors,
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
     # ------------------------------------------------------------------ errors
 
     async def _reject(
@@ -785,6 +760,40 @@ _CAPABILITY_FIELDS: dict[str, frozenset[str] | None] = {
     ),
     "custom": None,
 }
+
+
+async def _ask(
+    hook: Authorize, request: Request, action: Action, thread_id: str, run_id: str | None
+) -> bool | None:
+    """*hook*'s verdict on *action*; None when it raised or answered no bool (logged)."""
+    try:
+        verdict = hook(request, action, thread_id, run_id)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if not isinstance(verdict, bool):
+            msg = f"authorize returned {verdict!r}; return True to allow, False to refuse"
+            raise TypeError(msg)  # logged with the hook's own failures, below
+    except Exception:
+        _log.error(
+            "authorize failed on %s of thread %r, run %r; answered 500",
+            action,
+            thread_id,
+            run_id,
+            exc_info=True,
+        )
+        return None
+    return verdict
+
+
+async def _send_json(send: _Send, body: bytes, cors: list[tuple[bytes, bytes]]) -> None:
+    """Answer 200 with *body*, a JSON document (the capabilities)."""
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *cors,
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def _saving(agent: Agent, threads: ThreadStore) -> Agent:
