@@ -43,6 +43,7 @@ def _install(
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     (repo / "tests" / "node").mkdir(parents=True)
+    (repo / "tests" / "node_proto").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "install", repo / "scripts" / "install")
     stubs = tmp_path / "bin"
     stubs.mkdir()
@@ -80,11 +81,13 @@ class TestInstallScript:
             "install: installing ambient_runs and the dev group (tests, frameworks, lint, bench,"
             " docs) ... done",
             "install: installing @ag-ui/client into tests/node (npm ci) ... done",
+            "install: installing @ag-ui/proto 1.0.4 into tests/node_proto (npm ci) ... done",
         ] == [re.sub(r" \(\d+s\)$", "", line) for line in lines[:-1]]
         assert re.fullmatch(r"install: ready in \d+s", lines[-1])
         assert "chatter" not in result.stdout + result.stderr
         assert "-m pip install -q -e . --group dev" in calls
         assert "npm ci --no-audit --no-fund --loglevel=error in node" in calls
+        assert "npm ci --no-audit --no-fund --loglevel=error in node_proto" in calls
 
     def test_a_failing_step_shows_its_output(self, tmp_path: Path) -> None:
         """A step that fails is named, its output shown, and the script exits with its status."""
