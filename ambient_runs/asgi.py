@@ -98,7 +98,7 @@ Called before anything of a store is read, anything sent or saved; sync or
 async; returns True to allow, False to refuse (403). *run_id* is None where
 the action has none. See `AgentApp`.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 
@@ -115,7 +115,7 @@ class Headers(Mapping[str, str]):
     Args:
         raw: ``(name, value)`` pairs, bytes or str, as in an ASGI scope.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_values",)
@@ -145,7 +145,7 @@ class Headers(Mapping[str, str]):
         """
         Return every value sent for *name*, in order (empty when absent).
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         return list(self._values.get(name.lower(), ()))
 
@@ -174,7 +174,7 @@ class Request:
         scope: The raw ASGI scope, with whatever middleware put there
             (``scope["user"]``, ``scope["state"]``, …). Read it, do not change it.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     method: str
@@ -189,7 +189,7 @@ class Request:
         """
         Build the request of an ASGI ``http`` scope.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         client = scope.get("client")
         return cls(
@@ -356,11 +356,6 @@ class AgentApp:
             have.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
-       plain agents; `Run.request`; *store* and *lease* (detached runs);
-       *capabilities* and ``GET …/capabilities``; *threads*; *authorize*;
-       *continuations*; *viewer*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
@@ -462,7 +457,7 @@ class AgentApp:
         (``supported``, ``interrupts``); *capabilities* is merged over that.
         An omitted field means undeclared, as in the protocol.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         self._viewer_page = viewer_page() if viewer else None
         self._capabilities_body = json.dumps(

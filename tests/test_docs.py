@@ -86,8 +86,8 @@ async def _remote_agent(run: ar.Run) -> str:
 @pytest.fixture
 async def remote() -> AsyncIterator[str]:
     """The serving guide's FastAPI app (an agent mounted at /agent) on a real uvicorn."""
-    from e2e._uvicorn_server import serving
     from fastapi import FastAPI
+    from support.servers import serving
 
     from ambient_runs.asgi import AgentApp
 

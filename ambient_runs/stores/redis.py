@@ -31,7 +31,7 @@ end.
 Keys of one run share no hash tag: this store targets a single Redis (or a
 primary with replicas), not Redis Cluster.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class RedisStore:
         client: An existing ``redis.asyncio.Redis`` to use instead of *url*
             (it must not decode responses); `aclose` leaves it open.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
