@@ -66,7 +66,6 @@ class TreePrinter:
         events: How many events the printer has taken.
 
     .. versionadded:: 0.1.0
-       (private, in ``ambient_runs._demo``, since 0.1.0)
     """
 
     def __init__(
