@@ -111,7 +111,7 @@ class RunAccessors:
         result. Nothing is raised; the call stays unanswered in the history, so
         ask again (a new call) or tell the user.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         return tool_result_in(self._accessed_run().input.messages, call_id)
 
@@ -124,7 +124,7 @@ class RunAccessors:
         calls to that tool). Results of earlier turns are left out; read any
         call's with `tool_result`. Empty when there are none.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         return tool_results_in(self._accessed_run().input.messages, name)
 

@@ -98,7 +98,7 @@ def usage(
         InvalidEventError: A count is not a non-negative int (a float, a bool, …).
         TypeError: A keyword is not one of the counts.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     return usage_in(require("usage"), provider, model, counts)
 
@@ -158,8 +158,6 @@ def tool_call(
         UnknownToolError: *frontend* and the client did not offer *name*.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       *frontend*.
     """
     return tool_call_in(require("tool_call"), name, id, parent_message_id, frontend)
 
@@ -192,7 +190,7 @@ def call_frontend_tool(
         FrontendToolCalled: Always, once the call has gone out.
         NoActiveRunError: No run is ambient.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     call_frontend_tool_in(require("call_frontend_tool"), name, args, id, parent_message_id)
 
@@ -368,7 +366,7 @@ def publish_messages() -> None:
             without ``record_messages=True``, outside ``AgentApp(threads=...)``).
         NoActiveRunError: No run is ambient.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     publish_messages_in(require("publish_messages"))
 

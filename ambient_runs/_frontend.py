@@ -54,7 +54,7 @@ class FrontendToolCall(ToolCallHandle):
     pending from the moment it opens, and the run ends as success with its id in
     ``pendingToolCallIds``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ()
@@ -139,7 +139,7 @@ class ToolResult:
         subagent_run_id: Who made the call: the ``subagentRunId`` of the
             assistant message holding it (None: the parent agent, or unknown).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     message: ev.ToolMessage

@@ -106,7 +106,7 @@ class FrontendToolCalled(Exception):
         tool_call_id: The call made (``TOOL_CALL_START.toolCallId``).
         tool_name: The client's tool it calls.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, tool_call_id: str, tool_name: str) -> None:
@@ -161,7 +161,7 @@ def interrupt(
     Raises:
         NoActiveRunError: No run is ambient.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     frame = _scopes.require("interrupt")
     refuse_reserved_metadata(metadata, "Interrupt")
@@ -194,7 +194,7 @@ class Resumption:
             made by `interrupt` inside a subagent (else None).
         subagent_name: That invocation's subagent name (else None).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     entry: ev.ResumeEntry

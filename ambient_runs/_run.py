@@ -210,10 +210,6 @@ class Run(Emitters, RunAccessors):
         TypeError: *state_type* is not a state type.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       The run starts from the client's state; *state_type*. *record_messages*:
-       the run records its messages (`messages`, `publish_messages`); *history*;
-       *continuations*.
     """
 
     def __init__(

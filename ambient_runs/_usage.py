@@ -37,7 +37,7 @@ class TokenCounts(TypedDict, total=False):
     zero. `ambient_runs.usage` and the ``usage`` method of `Run` and `Subagent`
     take them as keywords (PEP 692), so both faces name them once, here.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     input_tokens: int | None

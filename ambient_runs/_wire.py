@@ -785,9 +785,6 @@ def json_form(value: Any) -> Any:
             its path (``$.tasks[2].due``) and the fix.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       Pydantic models, enums, dates and times, UUIDs, decimals, tuples and
-       `register_json_form` types; errors name the path of the bad value.
     """
     tv = type(value)
     if tv is str or tv is int or tv is bool or value is None:
@@ -824,7 +821,7 @@ def register_json_form(
     Raises:
         TypeError: *cls* is not a class, or *dump* or *load* is not callable.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     if not isinstance(cls, type):
         msg = f"register_json_form needs a class, not {cls!r}"

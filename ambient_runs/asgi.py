@@ -99,7 +99,7 @@ Called before anything of a store is read, anything sent or saved; sync or
 async; returns True to allow, False to refuse (403). *run_id* is None where
 the action has none. See `AgentApp`.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 #: The binary transport's (`ambient_runs.proto`): chosen by the request's ``Accept``.
@@ -124,7 +124,7 @@ class Headers(Mapping[str, str]):
     Args:
         raw: ``(name, value)`` pairs, bytes or str, as in an ASGI scope.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_values",)
@@ -154,7 +154,7 @@ class Headers(Mapping[str, str]):
         """
         Return every value sent for *name*, in order (empty when absent).
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         return list(self._values.get(name.lower(), ()))
 
@@ -183,7 +183,7 @@ class Request:
         scope: The raw ASGI scope, with whatever middleware put there
             (``scope["user"]``, ``scope["state"]``, …). Read it, do not change it.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     method: str
@@ -198,7 +198,7 @@ class Request:
         """
         Build the request of an ASGI ``http`` scope.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         client = scope.get("client")
         return cls(
@@ -365,11 +365,6 @@ class AgentApp:
             have.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       *body_timeout*, *max_problems*, *allow_origins*, *allow_credentials*;
-       plain agents; `Run.request`; *store* and *lease* (detached runs);
-       *capabilities* and ``GET …/capabilities``; *threads*; *authorize*;
-       *continuations*; *viewer*.
     """
 
     allow_origins: Reads[frozenset[str]] = Reads(
@@ -472,7 +467,7 @@ class AgentApp:
         (``supported``, ``interrupts``); *capabilities* is merged over that.
         An omitted field means undeclared, as in the protocol.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         self._viewer_page = viewer_page() if viewer else None
         self._capabilities_body = json.dumps(

@@ -19,7 +19,7 @@ terminal, unless ``NO_COLOR`` is set (https://no-color.org)::
 
 ``python -m ambient_runs demo`` and ``python -m ambient_runs tail`` print with it.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def colour_wanted(out: TextIO) -> bool:
     """
     Whether to colour what goes to *out*: when it is a terminal, unless ``NO_COLOR`` is set.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     isatty = getattr(out, "isatty", None)
     return bool(isatty and isatty()) and not os.environ.get("NO_COLOR")
@@ -65,8 +65,7 @@ class TreePrinter:
     Attributes:
         events: How many events the printer has taken.
 
-    .. versionadded:: 0.2.0
-       (private, in ``ambient_runs._demo``, since 0.1.0)
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -107,7 +106,7 @@ class TreePrinter:
         """
         Take the next *event*; print a line when it completes something.
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         self.events += 1
         owner: str | None = getattr(event, "subagent_run_id", None)
@@ -205,7 +204,7 @@ class TreePrinter:
         """
         Return the one-line summary: events, subagents, duration (*seconds*).
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         line = f"summary: {self.events} events, {self.subagents} subagents, {seconds:.2f} s"
         return self._paint(line, "1;32")

@@ -38,7 +38,7 @@ process-wide one, `default_store`) and
 what `ambient_runs.asgi.AgentApp` uses by default when its ``store=`` is a
 ``RedisStore``). A run's store is its ``continuations=`` option.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -87,28 +87,28 @@ Seconds an interrupt can be answered: a day, since a person answers an approval.
 The interrupt's ``expiresAt`` says when, so the official client refuses a late
 answer itself (only ``cancelled`` is still allowed).
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 DEFAULT_GRACE = 24 * 60 * 60.0
 """
 Seconds an answered or expired interrupt is still recognised as such (not as unknown).
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 DEFAULT_MAX_ENTRIES = 10_000
 """
 The most interrupts a `MemoryContinuations` keeps; the oldest are forgotten first.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """
 The most bytes of continuations a `MemoryContinuations` keeps (their JSON text).
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 
@@ -122,7 +122,7 @@ class ContinuationStore(Protocol):
     concurrent takes of one id, one gets the data and the other
     `InterruptAnsweredError`.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     #: Seconds an interrupt can be answered when `put` is given no *ttl*.
@@ -191,7 +191,7 @@ class MemoryContinuations:
             it the oldest are forgotten.
         clock: Seconds, monotonic (tests pass their own).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -284,7 +284,7 @@ def default_store() -> MemoryContinuations:
     """
     The process-wide `MemoryContinuations` a `Run` uses without ``continuations=``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     global _default
     with _default_lock:
@@ -297,7 +297,7 @@ def expires_at(ttl: float) -> str:
     """
     ``Interrupt.expiresAt`` for an interrupt answerable for *ttl* seconds from now (ISO-8601, UTC).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=ttl)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -307,7 +307,7 @@ async def keep(run: Run, interrupt: ev.Interrupt, data: Mapping[str, Any]) -> ev
     """
     Keep *data* as *interrupt*'s continuation in *run*'s store; *interrupt* with its ``expiresAt``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     store = run.continuations
     await store.put(interrupt.id, data)
@@ -327,7 +327,7 @@ class Answer:
         data: What the adapter kept when it paused.
         index: Where the entry is in the run's ``resume``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     entry: ev.ResumeEntry
@@ -368,7 +368,7 @@ async def answers(run: Run) -> dict[str, Answer]:
         InterruptError: An entry the store cannot continue (unknown, expired,
             answered): the run should end with it. Each later call raises it too.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     with _taken_lock:
         taken = _taken.setdefault(run, _Taken())
@@ -400,7 +400,7 @@ async def claim(run: Run, select: Callable[[list[Answer]], Iterable[Answer]]) ->
     ones this caller continues; each answer is claimed once per run. Raises
     what `answers` raises.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     found = await answers(run)
     taken = _taken[run]

@@ -36,7 +36,7 @@ a store: a database, Redis, a file. Messages are frozen `ambient_runs.events`
 objects; ``ambient_runs.to_wire(message)`` and
 ``ambient_runs.events.RunAgentInput``'s reader give their JSON form and back.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class ThreadStore(Protocol):
     """
     Where a server keeps each thread's conversation between runs.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     async def load(self, thread_id: str) -> Sequence[ev.Message]:
@@ -81,7 +81,7 @@ class MemoryThreadStore:
     Raises:
         ValueError: *max_threads* is less than 1.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     __slots__ = ("_threads", "max_threads")
@@ -139,7 +139,7 @@ def merge_history(
     A message the client deleted is still in the store, and comes back: delete
     it from the store to drop it for good.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     by_id = {m.id: m for m in sent}
     merged = [by_id.pop(m.id, m) for m in stored]

@@ -89,7 +89,7 @@ class AgentError(AmbientRunsError, RuntimeError):
         message: What the client shows.
         code: A machine-readable code for the client to branch on.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, message: str, *, code: str = "agent_error") -> None:
@@ -112,7 +112,7 @@ class InterruptError(AgentError, LookupError):
     Attributes:
         interrupt_id: The id the client answered.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     #: The ``RUN_ERROR`` code (each subclass has its own).
@@ -131,7 +131,7 @@ class InterruptUnknownError(InterruptError):
     one older than the store keeps expired and answered interrupts. Start a new
     turn without ``resume``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     CODE = "interrupt_unknown"
@@ -144,7 +144,7 @@ class InterruptExpiredError(InterruptError):
     Only a ``cancelled`` answer is still taken (the official client allows no
     other); start a new turn to ask again.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     CODE = "interrupt_expired"
@@ -157,7 +157,7 @@ class InterruptAnsweredError(InterruptError):
     A retried request, a second tab, or a replayed ``resume``: the first answer
     continued the run; read that run's outcome instead of answering again.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     CODE = "interrupt_answered"
@@ -171,7 +171,7 @@ class InterruptMismatchError(InterruptError):
     another name) than the call that paused, so continuing would answer a
     question it no longer asks. The answer is used up; start a new turn.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     CODE = "interrupt_mismatch"
@@ -187,7 +187,7 @@ class InterruptPayloadError(InterruptError):
     never runs a call that needs approval. The interrupt stays answerable:
     send a corrected answer.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     CODE = "interrupt_payload"
@@ -256,8 +256,6 @@ class NoActiveRunError(AmbientRunsError, LookupError):
     since a plain pool or ``loop.run_in_executor`` is the usual cause.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       Names the context-carrying helpers when raised in a worker thread.
     """
 
 
@@ -268,7 +266,7 @@ class UnknownToolError(AmbientRunsError, LookupError):
     The client can only run the tools it sent with the request (`Run.tools`);
     the message lists them, and says how to call a tool of your own instead.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
 
@@ -289,7 +287,7 @@ class MessagesNotRecordedError(AmbientRunsError, RuntimeError):
     messages, and a ``MESSAGES_SNAPSHOT`` of only the messages before it would
     make the client drop the run's.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
 
@@ -375,8 +373,6 @@ class LeftOpenWarning(AmbientRunsWarning):
     and is attributed to the user's line, not to the library's.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       Names the name and id, says the fix, and points at the user's code.
     """
 
 
@@ -396,8 +392,6 @@ class ResultWarning(AmbientRunsWarning):
     is an Opaque``) and the fix, and is attributed to the user's line.
 
     .. versionadded:: 0.1.0
-    .. versionchanged:: 0.2.0
-       Names the field without a JSON form.
     """
 
 

@@ -88,7 +88,7 @@ def frame(data: bytes, *, id: int | str | None = None) -> bytes:
     Raises:
         ValueError: *id* holds a line break or NUL, which SSE cannot carry.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     if id is None:
         return b"data: " + data + b"\n\n"

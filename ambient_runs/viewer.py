@@ -14,7 +14,7 @@ no build step, works offline). It is never served unless asked:
 What the page shows, and the ``data-`` attributes tests can rely on, is
 documented in the guide "See your agent run".
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def viewer_page(endpoint: str = "", *, title: str = "ambient_runs viewer") -> by
             page's address overrides it.
         title: The page's title.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     page = _asset("index.html")
     # One pass per placeholder, the inlined assets last: nothing they contain is replaced.
@@ -95,7 +95,7 @@ class ViewerApp:
         endpoint: The AG-UI endpoint's URL or path, as for `viewer_page`.
         title: The page's title.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, endpoint: str, *, title: str = "ambient_runs viewer") -> None:

@@ -54,6 +54,7 @@ ADAPTER_EXTRAS = {
     "ambient_runs.adapters.openai_agents": "openai-agents",
     "ambient_runs.adapters.starlette": "starlette",
     "ambient_runs.stores.redis": "redis",
+    "ambient_runs.stores.redis_continuations": "redis",
 }
 
 _FENCE = re.compile(

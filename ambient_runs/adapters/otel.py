@@ -83,7 +83,7 @@ without depending on ``opentelemetry-instrumentation``): one instance per proces
 nothing), ``is_instrumented_by_opentelemetry``. Runs made before ``instrument`` get no
 spans; runs in flight at ``uninstrument`` keep theirs until they end.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class TraceIds:
     """
     A span's trace id and span id, as the lowercase hex W3C Trace Context uses.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     #: 32 hex digits.
@@ -184,7 +184,7 @@ def usage_attributes(usage: Sequence[ev.TokenUsage]) -> dict[str, AttributeValue
     agrees on one. ``totalTokens`` has no GenAI attribute and goes to
     ``ambient_runs.usage.total_tokens``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     attributes: dict[str, AttributeValue] = {}
     for key, field in _USAGE_FIELDS:
@@ -592,7 +592,7 @@ def scope_span() -> Span:
     `opentelemetry.trace.INVALID_SPAN` outside any run, or in a run that is not
     instrumented (made before `AmbientRunsInstrumentor.instrument`).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     found, frame = _trace_of_frame()
     if found is None:
@@ -616,7 +616,7 @@ def use_scope_span() -> Iterator[Span]:
     status: the event stream decides both. Like any ``with`` block, do not keep it open
     across a ``yield``.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     with trace.use_span(
         scope_span(), end_on_exit=False, record_exception=False, set_status_on_exception=False
@@ -630,7 +630,7 @@ def current_trace_ids() -> TraceIds | None:
 
     None outside any run, or in a run that is not instrumented.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     return _ids_of(scope_span())
 
@@ -639,7 +639,7 @@ def run_trace_ids(run: Run) -> TraceIds | None:
     """
     Return the trace and span ids of *run*'s span (None before it starts or if not instrumented).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     found = _TRACES.get(run)
     return None if found is None else _ids_of(found.span)
@@ -656,7 +656,7 @@ class AmbientRunsInstrumentor:
     `instrument` and `uninstrument` are idempotent (a repeated call logs a warning and does
     nothing). Depends on ``opentelemetry-api`` only.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     _instance: ClassVar[AmbientRunsInstrumentor | None] = None

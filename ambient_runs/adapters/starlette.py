@@ -46,7 +46,7 @@ answer browsers' preflights.
 Detached runs (``store=``) need routes of their own for resuming and
 cancelling: mount ``AgentApp(agent, store=...)`` for them instead.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def serve(agent: Agent, request: Request, **options: Any) -> AgentResponse:
             runs need `AgentApp` mounted).
         ValueError: An option has a value `AgentApp` refuses.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     for detached in ("store", "lease"):
         if detached in options:
@@ -124,7 +124,7 @@ class AgentResponse(Response):
     *background* task (FastAPI sets its ``BackgroundTasks`` here) runs after the
     response has been sent.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     media_type = sse.CONTENT_TYPE

@@ -20,7 +20,7 @@ A store keeps, per run (a thread id and a run id):
 puts the same on Redis Streams for several workers (``pip install ambient-runs[redis]``).
 Both implement `RunStore`, the protocol `ambient_runs.asgi.AgentApp` (``store=``) uses.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class StoreError(AmbientRunsError):
     """
     Base class of the errors a run store raises.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
 
@@ -93,7 +93,7 @@ class RunNotFoundError(StoreError, LookupError):
 
     A transport answers it with 404.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
 
@@ -105,7 +105,7 @@ class EventsExpiredError(StoreError, LookupError):
     *first* is the oldest sequence number still held. A transport answers 410;
     the client can join instead (no cursor), which needs no old events.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, message: str, *, first: int) -> None:
@@ -182,7 +182,7 @@ class RunEndedError(StoreError, RuntimeError):
     Events were appended to a run that has already ended (its terminal event is
     logged, or a follower declared its owner lost).
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
 
@@ -191,7 +191,7 @@ class RunExistsError(StoreError, ValueError):
     A run was created under a thread id and run id the store already holds.
     Every run needs a fresh run id.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
 
@@ -211,7 +211,7 @@ class RunInfo:
         lease_alive: Whether the owner's lease is current (always False once ended).
         cancel_requested: Whether someone asked for the run to be cancelled.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     thread_id: str
@@ -230,7 +230,7 @@ class Page:
     """
     The result of `RunStore.read`: entries, and where the log ends if it has.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     entries: list[Entry]
@@ -244,7 +244,7 @@ class RunStore(Protocol):
 
     Every method is a coroutine; thread ids and run ids are any strings.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     retention: float
@@ -381,7 +381,7 @@ def worker_lost_event(lease: float) -> bytes:
     """
     The JSON of the ``RUN_ERROR`` (code ``worker_lost``) that ends a lost run.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     message = (
         f"the worker running this run stopped renewing its lease for {lease:g} s; "
@@ -405,7 +405,7 @@ async def follow(
         RunNotFoundError: The run is not (or no longer) in the store.
         EventsExpiredError: The entries right after *after* were trimmed.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     async for entries in _tail(store, thread_id, run_id, after, poll=poll):
         for entry in entries:
@@ -545,9 +545,7 @@ class MemoryStore:
         max_bytes: The most bytes kept, all runs together (default 256 MiB:
             a whole run of 1,000,000 text deltas fits).
 
-    .. versionadded:: 0.2.0
-    .. versionchanged:: 0.2.0
-       *max_runs* and *max_bytes*.
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
@@ -582,7 +580,7 @@ class MemoryStore:
         """
         The bytes this store accounts for now (what *max_bytes* bounds).
 
-        .. versionadded:: 0.2.0
+        .. versionadded:: 0.1.0
         """
         return self._bytes
 

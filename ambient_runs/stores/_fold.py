@@ -63,7 +63,7 @@ def prelude(
     *input* is the run's `RunAgentInput` in wire form: its messages and state
     are where the conversation and the state start from.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     view = RunView(input)
     view.apply_all(events)
@@ -76,7 +76,7 @@ class RunView:
 
     Feed it events with `apply` (or `apply_all`), then ask for the `prelude`.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(self, input: Mapping[str, Any] | None = None) -> None:

@@ -37,7 +37,7 @@ end.
 Keys of one run share no hash tag: this store targets a single Redis (or a
 primary with replicas), not Redis Cluster.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -300,9 +300,7 @@ class RedisStore:
             `StoreUnavailableError` (a stalled or unreachable Redis).
         connect_timeout: Seconds to open a connection.
 
-    .. versionadded:: 0.2.0
-    .. versionchanged:: 0.1.0 The pools and their options, the shared reader,
-       `StoreUnavailableError` and `StoreFullError`, and idempotent appends.
+    .. versionadded:: 0.1.0
     """
 
     def __init__(

@@ -13,7 +13,7 @@ unknown one; then Redis forgets it.
 ``RedisStore``: the same Redis connection, keys under the store's prefix plus
 ``continuations:``.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class RedisContinuations:
         client: An existing ``redis.asyncio.Redis`` instead of *url*; `aclose`
             leaves it open.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
 
     def __init__(
