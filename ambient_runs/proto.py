@@ -19,7 +19,7 @@ converts the byte path's other frames, which stay SSE.
 `AgentApp` and `ambient_runs.adapters.starlette.serve` answer with it when the
 request's ``Accept`` names `CONTENT_TYPE`; SSE stays the default.
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ CONTENT_TYPE = "application/vnd.ag-ui.event+proto"
 """
 The response media type of the binary transport (``@ag-ui/proto``'s ``AGUI_MEDIA_TYPE``).
 
-.. versionadded:: 0.2.0
+.. versionadded:: 0.1.0
 """
 
 # ---------------------------------------------------------------------------- the wire
@@ -510,7 +510,7 @@ def encode_wire(wire: Mapping[str, Any]) -> bytes:
     Raises:
         ValueError: The event type has no protobuf form in ``@ag-ui/proto`` 1.0.4.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     kind = wire["type"]
     spec = _EVENTS.get(kind)
@@ -531,7 +531,7 @@ def encode(event: ev.BaseEvent) -> bytes:
     Raises:
         ValueError: The event type has no protobuf form.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     flat = _FLAT.get(type(event))
     if (
@@ -596,7 +596,7 @@ def accepts(accept: str | None) -> bool:
 
     Only an explicit mention counts: ``*/*`` or no header gets SSE, the default.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     if not accept or "proto" not in accept:
         return False
@@ -631,7 +631,7 @@ def frames(events: AsyncIterable[ev.BaseEvent]) -> AsyncGenerator[bytes, None]:
     before its terminal event ends with a ``RUN_ERROR`` frame, as `sse.frames`
     does; closing the generator closes *events*.
 
-    .. versionadded:: 0.2.0
+    .. versionadded:: 0.1.0
     """
     return _encoding(events)
 

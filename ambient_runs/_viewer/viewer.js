@@ -687,7 +687,7 @@
     if (!run) return;
     if (S.resumable && run.how !== "join" && run.how !== "replay") { // ask the owner to cancel: the run ends with the cancelled outcome
       try {
-        const r = await fetch(`${base()}/threads/${encodeURIComponent(run.threadId)}/runs/${encodeURIComponent(run.runId)}/cancel`, { method: "POST" });
+        const r = await fetch(`${base()}/threads/${encodeURIComponent(run.threadId)}/runs/${encodeURIComponent(run.runId)}/cancel`, { method: "POST", headers: { "content-type": "application/json" } });
         if (r.ok) return;
       } catch (err) { /* fall through to aborting the stream */ }
     }

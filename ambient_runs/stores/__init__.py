@@ -295,8 +295,6 @@ class RunStore(Protocol):
         not answer (the batch may or may not have landed: retry with *first*),
         and ``ValueError`` for an event holding a line break, a *final* append
         with no events, or a *first* below 1.
-
-        .. versionchanged:: 0.1.0 *first*.
         """
 
     async def read(
