@@ -1,5 +1,5 @@
 """
-Resume tokens: how an adapter that paused on a framework's approval continues in a later run.
+Continuations: how an adapter that paused on a framework's approval continues in a later run.
 
 An adapter that pauses on a framework's approval or deferred call keeps
 everything it needs to continue (`continuation`: the history or serialised
