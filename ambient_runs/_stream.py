@@ -37,6 +37,7 @@ from ambient_runs import events as ev
 from ambient_runs._futures import resolve as _resolve
 from ambient_runs._outcomes import GENERIC_MESSAGE
 from ambient_runs._run import Run
+from ambient_runs.errors import InterruptError
 from ambient_runs.threads import run_in_executor
 
 if TYPE_CHECKING:
@@ -629,7 +630,12 @@ class EventStream:
         if error is not None and not self._reported:
             self._reported = True
             name = getattr(self._agent, "__qualname__", None) or repr(self._agent)
-            _log.error("agent %s of run %r failed", name, self.run.run_id, exc_info=error)
+            if isinstance(error, InterruptError):
+                # The client's answer, not the agent, is at fault (an unknown, expired or
+                # repeated interrupt id): a line, not a traceback anyone can make us write.
+                _log.warning("run %r refused a resume: %s", self.run.run_id, error)
+            else:
+                _log.error("agent %s of run %r failed", name, self.run.run_id, exc_info=error)
         return error
 
     async def aclose(self) -> None:

@@ -5,7 +5,8 @@ What the framework adapters share: re-minted tool calls, JSON forms, cancellatio
   real ones) reuse tool call ids across agents and even across turns of one
   agent, so every foreign call gets a fresh ``<run id>-tool-<n>`` (`ToolCalls`),
   and messages and reasoning blocks get the run's own ids.
-- **Continuations** stay on the server, keyed by the interrupt's id: `ambient_runs.adapters._resume`.
+- **Continuations** stay on the server, keyed by the interrupt's id
+  (`ambient_runs.adapters._resume`).
 - **Cancellation.** `cancel_guard` turns `Run.cancel` into the cancellation of
   the task running the framework, and that into `RunCancelledError`.
 """
