@@ -39,7 +39,7 @@ Figures (per round, the candidates interleaved in rotating order):
   what theirs adds.
 
 Checks: every candidate's stream, parsed back to events, is run through the official
-``@ag-ui/client`` 1.0.0 (``tests/node/verify.mjs`` via ``tests/_node.py``), and the
+``@ag-ui/client`` 1.0.0 (``tests/node/verify.mjs`` via ``tests/support/node.py``), and the
 result has to be accepted with no warning; the answer text arrives whole.
 """
 
@@ -424,7 +424,7 @@ def _accepted(streams: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     tests = str(_ROOT / "tests")
     if tests not in sys.path:
         sys.path.insert(0, tests)
-    from _node import client_verify  # type: ignore[import-not-found]
+    from support.node import client_verify  # type: ignore[import-not-found]
 
     names = list(streams)
     verdicts = client_verify(

@@ -420,7 +420,8 @@ class RedisStore:
             isinstance(error, redis_errors.ResponseError) and str(error).startswith("OOM")
         ):
             return StoreFullError(
-                f"Redis at {self._where()} is out of memory (its maxmemory is reached and it "
+                # No address: a transport shows this text to clients (the log has the rest).
+                "Redis is out of memory (its maxmemory is reached and it "
                 f"evicts nothing) and refused to {doing}; raise Redis's maxmemory, or lower the "
                 "store's retention or max_events"
             )
