@@ -214,9 +214,15 @@ async def test_kill_9_mid_run_then_restart(redis: Redis, caplog: pytest.LogCaptu
 
 
 async def test_a_burst_of_1000_posts_on_one_worker_has_no_500(redis: Redis) -> None:
-    """1,000 POSTs, 100 at a time, on one worker: every one a run to RUN_FINISHED."""
+    """
+    1,000 POSTs, 100 at a time, on one worker: each a run or a named refusal, never a 500.
+
+    How many of them run to RUN_FINISHED depends on the machine: past what the owner pool
+    serves within its wait, a POST is refused before its stream with a JSON 503 and
+    Retry-After, and a run whose appends wait longer than its lease ends store_unavailable.
+    """
     statuses: dict[int, int] = {}
-    finished = 0
+    ends: dict[str, int] = {}
     async with (
         asyncio.timeout(240),
         # The default lease: an owner rides out store waits for a lease, and 100 runs at
@@ -230,16 +236,28 @@ async def test_a_burst_of_1000_posts_on_one_worker_has_no_500(redis: Redis) -> N
         started = time.monotonic()
 
         async def post(i: int) -> None:
-            nonlocal finished
             async with gate:
                 answer = await client.post(a, json=body(f"burst-{i}"))
             statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
-            if answer.status_code == 200 and '"type":"RUN_FINISHED"' in answer.text:
-                finished += 1
+            if answer.status_code == 503:
+                assert "store unavailable" == answer.json()["error"]
+                assert answer.headers["retry-after"]
+                return
+            assert 200 == answer.status_code, answer.text
+            data = [ln[6:] for ln in answer.text.splitlines() if ln.startswith("data: ")]
+            events = [json.loads(d) for d in data]
+            terminals = [e for e in events if e["type"] in {"RUN_FINISHED", "RUN_ERROR"}]
+            assert 1 == len(terminals), data[-3:]
+            end = events[-1]
+            assert terminals[0] is end  # exactly one terminal event, and it comes last
+            key = end["type"] if end["type"] == "RUN_FINISHED" else end.get("code", "")
+            assert key in {"RUN_FINISHED", "store_unavailable"}, end
+            ends[key] = ends.get(key, 0) + 1
 
         await asyncio.gather(*(post(i) for i in range(1000)))
         elapsed = time.monotonic() - started
 
-    assert statuses == {200: 1000}
-    assert finished == 1000
-    print(f"\n1,000 POSTs, 100 at a time, in {elapsed:.1f} s: {statuses}")
+    assert {200, 503} >= set(statuses)
+    assert 1000 == sum(statuses.values())
+    assert ends.get("RUN_FINISHED", 0) > 0
+    print(f"\n1,000 POSTs, 100 at a time, in {elapsed:.1f} s: {statuses}, ends {ends}")
