@@ -222,6 +222,7 @@ class TestStall:
             assert judge(reader, log)["type"] == "RUN_FINISHED"
             assert reader.frames() == log  # the whole log, nothing more, nothing less
         assert deltas([e for _, e in log]) == list(range(STEPS))
+        assert took > STALL  # the run went through the stall
         assert [seq for seq, _ in log] == list(range(1, len(log) + 1))
         assert_valid([e for _, e in log])
         print(
@@ -232,11 +233,12 @@ class TestStall:
     async def test_a_lease_shorter_than_the_stall_ends_with_store_unavailable(
         self, server: RedisProcess
     ) -> None:
-        """Lease 3 s, stall 8 s: each client ends with RUN_ERROR store_unavailable (or the
-        finish), what it got is the log's start once each, and the log ends once."""
+        """Lease 3 s, stall 8 s: each client ends with RUN_ERROR store_unavailable, what it
+        got is the log's start once each, and the log ends once (logged after the stall)."""
         got = await stalled_run(server, lease=3.0)
         log = got["log"]
         ends = [judge(reader, log) for reader in (got["owner"], got["follower"])]
+        assert [e["code"] for e in ends] == ["store_unavailable"] * 2, ends
         assert [seq for seq, _ in log] == list(range(1, len(log) + 1))
         numbers = deltas([e for _, e in log])
         assert numbers == list(range(len(numbers)))  # no delta logged twice, none skipped
@@ -256,7 +258,7 @@ BURST_AT_ONCE = 100  # the burst's client concurrency: POSTs in flight at once
 
 
 async def paced(run: ar.Run) -> str:
-    """The followed run: 200 numbered deltas 50 ms apart (10 s), long enough for the burst."""
+    """The followed run: 200 numbered deltas 50 ms apart (10 s), going on as the burst starts."""
     with ar.message() as message:
         for i in range(200):
             message.write(f"{i} ")
