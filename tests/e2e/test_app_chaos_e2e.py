@@ -285,7 +285,9 @@ class TestLoad:
         caplog.set_level(logging.WARNING)
         prefix = f"l-{uuid.uuid4().hex}:"
         stores = [RedisStore(server.url, prefix=prefix, retention=120) for _ in range(2)]
-        apps = [AgentApp(load_agent, store=s, lease=3.0, keep_alive=0.5) for s in stores]
+        # The default lease (10 s): a lease shorter than the pool's 5 s wait would end runs
+        # whose appends queue for a connection under the burst.
+        apps = [AgentApp(load_agent, store=s, keep_alive=0.5) for s in stores]
         statuses: dict[int, int] = {}
         ends: dict[str, int] = {}  # how the 200s ended: RUN_FINISHED or a RUN_ERROR's code
         bad: list[str] = []
