@@ -11,18 +11,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from support.redis_server import RedisProcess, redis_process
 from support.servers import E2E, serving
 
 import ambient_runs as ar
@@ -31,72 +26,14 @@ from ambient_runs.stores.redis import RedisStore
 
 pytestmark = E2E
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks._redis import _free_port  # noqa: E402
 
 LEASE = 1.0
 
 
-class Redis:
-    """A redis-server of our own on one port, which the test kills and restarts by PID."""
-
-    def __init__(self, directory: str) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed; install it to run this test")
-        self.binary = binary
-        self.directory = directory
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), *options, "--dir", self.directory],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock,
-            ):
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()  # SIGKILL, by its PID
-        self.proc.wait(5)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture
-def redis() -> Iterator[Redis]:
-    with tempfile.TemporaryDirectory(prefix="ambient_runs_chaos") as directory:
-        server = Redis(directory)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+def redis() -> Iterator[RedisProcess]:
+    with redis_process() as server:
+        yield server
 
 
 def body(run_id: str) -> dict[str, Any]:
@@ -165,7 +102,9 @@ def assert_503(answer: httpx.Response) -> None:
     assert answer.json()["error"] == "store unavailable"
 
 
-async def test_kill_9_mid_run_then_restart(redis: Redis, caplog: pytest.LogCaptureFixture) -> None:
+async def test_kill_9_mid_run_then_restart(
+    redis: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
     """Owner and follower end with store_unavailable; POSTs 503; after a restart, runs again."""
     caplog.set_level(logging.WARNING)
     async with (
@@ -213,7 +152,7 @@ async def test_kill_9_mid_run_then_restart(redis: Redis, caplog: pytest.LogCaptu
     print(f"\nthe owner's client got store_unavailable {owner_after:.2f} s after the kill")
 
 
-async def test_a_burst_of_1000_posts_on_one_worker_has_no_500(redis: Redis) -> None:
+async def test_a_burst_of_1000_posts_on_one_worker_has_no_500(redis: RedisProcess) -> None:
     """
     1,000 POSTs, 100 at a time, on one worker: each a run or a named refusal, never a 500.
 
