@@ -32,8 +32,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import ambient_runs as ar
-from ambient_runs import sse
-from benchmarks import INPUT, figure, interleave_async, official_writes, ratios
+from benchmarks import figure, interleave_async, official_writes, ratios
+from benchmarks.bench_bytes import timed_stream
 from benchmarks.bench_pipeline import deltas
 
 TITLE = "agents that await (stream() + sse.frames): drain per token, astream, @subagent + drain"
@@ -64,22 +64,6 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
     traced = provider.get_tracer("bench").start_as_current_span("worker")(_work)
     seen: dict[str, list[bytes]] = {}
 
-    async def timed_stream(agent: Any, last: int, name: str) -> float:
-        """Frames of a streamed *agent*; seconds from its mark to frame number *last*."""
-        marks: list[float] = []
-        frames: list[bytes] = []
-
-        async def marked(run: ar.Run) -> None:
-            await agent(run, marks)
-
-        append = frames.append
-        async for frame in sse.frames(ar.stream(marked, INPUT)):
-            append(frame)
-            if len(frames) == last:
-                marks.append(time.perf_counter())
-        seen[name] = frames
-        return marks[1] - marks[0]
-
     async def drain_agent(run: ar.Run, marks: list[float]) -> None:
         with ar.subagent("bench"), ar.message() as handle:
             write, drain = handle.write, ar.drain
@@ -104,10 +88,10 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
     last = 3 + n_events
 
     async def drain_bytes() -> float:
-        return await timed_stream(drain_agent, last, "drain") / n_events
+        return await timed_stream(drain_agent, last, seen, "drain") / n_events
 
     async def astream_bytes() -> float:
-        return await timed_stream(astream_agent, last, "astream") / n_events
+        return await timed_stream(astream_agent, last, seen, "astream") / n_events
 
     message_id, owner = "bench-run-msg-1", "bench-run-sub-1"
     official_out: list[bytes] = []
@@ -125,7 +109,7 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
 
     async def subagent_drain_bytes() -> float:
         # RUN_STARTED, then two frames per call.
-        return await timed_stream(call_agent, 1 + 2 * n_calls, "subagent") / n_calls
+        return await timed_stream(call_agent, 1 + 2 * n_calls, seen, "subagent") / n_calls
 
     async def subagent_otel() -> float:
         start = time.perf_counter()
@@ -142,7 +126,7 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
     }
     for candidate in candidates.values():  # warm up, untimed; keeps the frames to compare
         await candidate()
-    await timed_stream(burst_agent, last, "burst")
+    await timed_stream(burst_agent, last, seen, "burst")
     checks = {
         "drain_frames_identical_to_burst": seen["drain"] == seen["burst"],
         "astream_frames_identical_to_burst": seen["astream"] == seen["burst"],

@@ -45,6 +45,28 @@ async def _work() -> None:
     return None
 
 
+async def timed_stream(agent: Any, last: int, seen: dict[str, list[bytes]], name: str) -> float:
+    """
+    Stream *agent* through `sse.frames`; seconds from its mark to frame number *last*.
+
+    *agent* takes the run and a list it appends its start mark to; the frames are kept
+    in *seen* under *name*, for the byte-identity checks.
+    """
+    marks: list[float] = []
+    frames: list[bytes] = []
+
+    async def marked(run: ar.Run) -> None:
+        await agent(run, marks)
+
+    append = frames.append
+    async for frame in sse.frames(ar.stream(marked, INPUT)):
+        append(frame)
+        if len(frames) == last:
+            marks.append(time.perf_counter())
+    seen[name] = frames
+    return marks[1] - marks[0]
+
+
 def run(n_events: int = 2000, n_calls: int = 500, rounds: int = 40) -> dict[str, Any]:
     """Time *n_events* writes and *n_calls* calls per batch, *rounds* interleaved rounds."""
     import asyncio
@@ -61,22 +83,6 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
     traced = provider.get_tracer("bench").start_as_current_span("worker")(_work)
     seen: dict[str, list[bytes]] = {}
 
-    async def timed_stream(agent: Any, last: int, name: str) -> float:
-        """Frames of a streamed *agent*; seconds from its mark to frame number *last*."""
-        marks: list[float] = []
-        frames: list[bytes] = []
-
-        async def marked(run: ar.Run) -> None:
-            await agent(run, marks)
-
-        append = frames.append
-        async for frame in sse.frames(ar.stream(marked, INPUT)):
-            append(frame)
-            if len(frames) == last:
-                marks.append(time.perf_counter())
-        seen[name] = frames
-        return marks[1] - marks[0]
-
     async def write_agent(run: ar.Run, marks: list[float]) -> None:
         with ar.subagent("bench"), ar.message() as handle:
             write = handle.write
@@ -86,7 +92,7 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
 
     async def message_bytes() -> float:
         # RUN_STARTED, SUBAGENT_STARTED, TEXT_MESSAGE_START, then the deltas.
-        return await timed_stream(write_agent, 3 + n_events, "message") / n_events
+        return await timed_stream(write_agent, 3 + n_events, seen, "message") / n_events
 
     message_id, owner = "bench-run-msg-1", "bench-run-sub-1"
     official_out: list[bytes] = []
@@ -107,7 +113,7 @@ async def _run(n_events: int, n_calls: int, rounds: int) -> dict[str, Any]:
 
     async def subagent_bytes() -> float:
         # RUN_STARTED, then two frames per call.
-        return await timed_stream(call_agent, 1 + 2 * n_calls, "subagent") / n_calls
+        return await timed_stream(call_agent, 1 + 2 * n_calls, seen, "subagent") / n_calls
 
     async def subagent_objects() -> float:
         out: list[Any] = []
