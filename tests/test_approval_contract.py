@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _resume_contract import APPROVALS, KINDS, Kind, post
-from support.node import client_verify
+from support.resume_contract import APPROVALS, KINDS, Kind, accepted, post
 
 from ambient_runs.adapters._resume import approval_schema
 from ambient_runs.asgi import AgentApp
@@ -33,20 +32,6 @@ NAMES = list(APPROVALS)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
-
-
-def accepted(*streams: list[JsonDict], messages: list[JsonDict] | None = None) -> list[Any]:
-    verdicts = client_verify(
-        [{"events": s, "initialMessages": list(messages or [])} for s in streams]
-    )
-    for verdict in verdicts:
-        assert (True, None, [], []) == (
-            verdict["ok"],
-            verdict["error"],
-            verdict["warnings"],
-            verdict["consoleErrors"],
-        ), verdict
-    return verdicts
 
 
 class Turns:

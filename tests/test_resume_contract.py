@@ -20,8 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _resume_contract import KINDS, Kind, post
-from support.node import client_verify
+from support.resume_contract import KINDS, Kind, accepted, post
 
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp
@@ -49,21 +48,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def accepted(*streams: list[JsonDict], messages: list[JsonDict] | None = None) -> list[Any]:
-    """Each stream through the official client (after *messages*): accepted, no warnings."""
-    verdicts = client_verify(
-        [{"events": s, "initialMessages": list(messages or [])} for s in streams]
-    )
-    for verdict in verdicts:
-        assert (True, None, [], []) == (
-            verdict["ok"],
-            verdict["error"],
-            verdict["warnings"],
-            verdict["consoleErrors"],
-        ), verdict
-    return verdicts
 
 
 def build_resume_array(interrupts: list[JsonDict], status: str, payload: Any) -> list[JsonDict]:

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from _resume_contract import KINDS
 from support.node import aclient_run, assert_clean
+from support.resume_contract import KINDS
 from support.servers import E2E, serving
 
 from ambient_runs.asgi import AgentApp

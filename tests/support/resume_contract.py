@@ -4,8 +4,8 @@ The agents of the resume contract tests: one approval-gated action per adapter.
 Each `Kind` builds the agent an `AgentApp` serves (a new framework object per
 run, as a server restarted between the question and the answer would), says
 what answer approves, and reads the approved action's effect off the resumed
-run's events. Shared by ``test_resume_contract.py`` and the Node end-to-end
-test, so the official client and the Python checks see the same programs.
+run's events. Shared by ``test_resume_contract.py``, ``test_approval_contract.py`` and the Node
+end-to-end test, so the official client and the Python checks see the same programs.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import httpx
 import ambient_runs as ar
 from ambient_runs.asgi import AgentApp
 from ambient_runs.testing import make_input
+from support.node import client_verify
 
 JsonDict = dict[str, Any]
 
-__all__ = ["APPROVALS", "KINDS", "Kind", "post", "sse_events"]
+__all__ = ["APPROVALS", "KINDS", "Kind", "accepted", "post", "sse_events"]
 
 
 @attrs.frozen
@@ -168,6 +169,21 @@ APPROVALS = {
         KINDS["openai-agents"], name="relay(openai-agents)", make_agent=_relayed(_openai_agents)
     ),
 }
+
+
+def accepted(*streams: list[JsonDict], messages: list[JsonDict] | None = None) -> list[Any]:
+    """Each stream through the official client (after *messages*): accepted, no warnings."""
+    verdicts = client_verify(
+        [{"events": s, "initialMessages": list(messages or [])} for s in streams]
+    )
+    for verdict in verdicts:
+        assert (True, None, [], []) == (
+            verdict["ok"],
+            verdict["error"],
+            verdict["warnings"],
+            verdict["consoleErrors"],
+        ), verdict
+    return verdicts
 
 
 def sse_events(body: bytes) -> list[JsonDict]:
